@@ -83,7 +83,7 @@ def test_opens_only_what_it_reads_and_at_most_max_open(split_dir):
         src.read(0, 10)
         assert src.opens == 1
         src.read(20, 80)                      # touches segments 0-3: at most 2 stay open
-        assert src.max_open_seen <= 2 and len(src._open) <= 2
+        assert src._open.most_open <= 2 and len(src._open) <= 2
         assert src.opens == 4
 
 

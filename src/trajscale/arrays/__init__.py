@@ -1,15 +1,11 @@
 """Trajectories as lazy labelled arrays: an xarray backend over trajscale's Sources.
 
-* ``xr.open_dataset(path, engine="trajscale")`` (the ``xarray.backends`` entry point, found
-  without importing trajscale) and :func:`open_dataset` (a topology plus any trajectory trajscale
-  reads) give a Dataset whose variables read through ``Source.read(frames, atoms)``: indexing
-  atoms reads only their runs; ``chunks={}`` gives Dask chunks of whole stored chunks (or parts),
-  grouped to tens of MB a chunk;
-  the variables pickle how to open the trajectory, never an open file, so a Dask cluster
-  computes on them (:mod:`.dataset`, :mod:`.reads`).
-* ``ds.trajscale.select("protein and name CA")``: the Dataset over a selection, through
-  trajscale's topology and selection caches; ``ds.trajscale.to_h5md(path)`` writes a Dataset back
-  as H5MD, a slab of frames at a time (:mod:`.accessor`, :mod:`.write`).
+* ``xr.open_dataset(path, engine="trajscale")`` (the ``xarray.backends`` entry point) and :func:`open_dataset`
+  give a Dataset whose variables read through ``Source.read(frames, atoms)``: indexing atoms reads only their
+  runs; ``chunks={}`` gives Dask chunks of whole stored chunks grouped to tens of MB; the variables pickle how
+  to open the trajectory, never an open file (:mod:`.dataset`, :mod:`.reads`).
+* ``ds.trajscale.select("protein and name CA")``: the Dataset over a selection; ``ds.trajscale.to_h5md(path)``
+  writes a Dataset back as H5MD, a slab of frames at a time (:mod:`.accessor`, :mod:`.write`).
 
 Importing this package imports xarray and registers the ``ds.trajscale`` accessor; ``import
 trajscale`` does neither (``trajscale.open_dataset`` imports it on first use).

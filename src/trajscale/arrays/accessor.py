@@ -23,8 +23,7 @@ class TrajscaleAccessor:
         self._ds = ds
 
     def atoms(self, selection: str) -> np.ndarray:
-        """The trajectory's indices of the atoms ``selection`` picks (MDAnalysis's selection language),
-        answered from trajscale's selection cache when this topology and selection were seen before."""
+        """The trajectory's indices of the atoms ``selection`` picks (from the selection cache when seen before)."""
         topology = self._ds.attrs.get(TOPOLOGY_ATTR) or self._stored_topology()
         return selected_atoms(topology, opener_of(self._ds).config, selection)
 
@@ -49,8 +48,7 @@ class TrajscaleAccessor:
 
     @property
     def bytes_read(self) -> int:
-        """Bytes this process has read from the trajectory's storage so far, by every thread (Dask's
-        threaded scheduler included); reads done by Dask workers in other processes are counted there."""
+        """Bytes this process's threads have read from the trajectory's storage so far (Dask workers count theirs)."""
         return opener_of(self._ds).bytes_read
 
     def to_h5md(self, path, *, overwrite: bool = False, layout=None, precision: float | None = None,
@@ -62,8 +60,7 @@ class TrajscaleAccessor:
                                                   encoding=encoding, max_slab_mb=max_slab_mb))
 
     def _stored_topology(self) -> str:
-        """The trajectory file itself when its atoms' names came from it (an H5MD file trajscale wrote:
-        its Source :attr:`~trajscale.sources.base.Source.stores_atom_labels`)."""
+        """The trajectory file itself when its atoms' names came from it (an H5MD file that stores them)."""
         if "name" in self._ds.coords and self._ds.attrs.get(SOURCE_ATTR) \
                 and source_class(opener_of(self._ds).config["kind"]).stores_atom_labels:
             return str(self._ds.attrs["path"])

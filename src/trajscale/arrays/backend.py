@@ -1,10 +1,7 @@
 """The xarray backend: ``xr.open_dataset(path, engine="trajscale")`` and :func:`open_dataset`.
 
-Registered under the ``xarray.backends`` entry point, so xarray finds it without ``import
-trajscale``.  It opens what :func:`trajscale.sources.open_source` opens: an H5MD file, a
-segment index (or the folder ``trajscale split`` wrote), one XTC/TRR or a list of parts (a
-GROMACS restart chain joined as ``trajscale convert`` joins it), any other format MDAnalysis
-reads with a topology.
+Registered under the ``xarray.backends`` entry point, so xarray finds it without ``import trajscale``. It opens
+what :func:`trajscale.sources.open_source` opens.
 """
 
 from __future__ import annotations
@@ -29,12 +26,8 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
     """Molecular-dynamics trajectories (H5MD, segment indexes, XTC/TRR parts, GROMACS restart chains)
     as lazy Datasets read through trajscale's slab reads.
 
-    Keyword arguments of ``open_dataset``: ``topology`` (per-atom labels and selections; any
-    format MDAnalysis parses), ``select`` (only the atoms an MDAnalysis selection picks: with
-    ``chunks``, each Dask chunk reads only their runs), ``group`` and ``assume_units`` (H5MD files, as
-    :class:`~trajscale.sources.H5MDSource`), ``continuous`` (parts that overlap in time are joined,
-    the later part's frames kept).
-    """
+    Keyword arguments of ``open_dataset``: ``topology``, ``select``, ``group``, ``assume_units`` and
+    ``continuous``, as :func:`open_dataset` takes them."""
 
     description = "MD trajectories (H5MD, XTC/TRR chains, segments) through trajscale's slab reads"
     url = "https://github.com/trajscale/trajscale/blob/main/docs/arrays.md"
@@ -50,8 +43,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
         from .dataset import build_dataset
 
         top = os.fspath(topology) if topology is not None else None
-        # a URL's options: for the opens while the Dataset is built (its stored labels, too), and kept in the
-        # source's config for every later read, in whichever process reads
+        # a URL's options: for the opens while the Dataset is built, and kept in the source's config
         with using(storage_options):
             source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
                                  continuous=continuous)
@@ -61,8 +53,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
                 source.close()   # the variables reopen it from its config, in whichever process reads
 
     def guess_can_open(self, filename_or_obj) -> bool:
-        """A file the format registry reads, from its own bytes, as one that opens without a topology (its
-        format's traits say so: H5MD, a segment index), and that its Source says it can open."""
+        """A file the registry reads without a topology (its traits say so), which its Source says it can open."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
         from ..sources.registry import recognised
@@ -77,8 +68,7 @@ SEPARATE = "The specified chunks separate the stored chunks"
 
 
 def _on_stored_chunks(ds) -> bool:
-    """Whether every Dask chunk of every variable along frame begins where a stored chunk begins (``chunks={}``
-    groups stored chunks to a size; a multiple of the stored chunk given by hand is as good)."""
+    """Whether every Dask chunk along frame begins where a stored chunk begins (``chunks={}`` or a multiple)."""
     from .dataset import STORED_CHUNKS
 
     for var in ds.variables.values():

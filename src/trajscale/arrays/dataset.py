@@ -1,20 +1,16 @@
 """A trajectory as a lazy xarray Dataset: variables over a Source, chunked as the trajectory is stored.
 
-Variables (values in trajscale's units, MDAnalysis's: Å, ps, Å/ps, kJ/(mol Å); each variable's
-``units`` attribute names its unit as H5MD writes it, ``stored_units`` the file's own when it
-differs):
+Variables (in MDAnalysis's units: Å, ps, Å/ps, kJ/(mol Å); ``units`` names each as H5MD writes it,
+``stored_units`` the file's own when it differs):
 
 * ``positions`` ``(frame, atom, spatial)`` float32; ``velocities``, ``forces`` where stored;
 * ``box`` ``(frame, cell)`` float32 ``[a, b, c, alpha, beta, gamma]``, where the trajectory has one;
-* coordinates ``time`` (ps) and ``step`` along ``frame`` (lazy: an XTC chain's times cost a decode
-  of every frame, read only when asked for), ``atom`` (the atoms' indices in the trajectory,
-  kept through selections), and the topology's per-atom ``name``, ``resname``, ``resid``,
-  ``segid``, ``element`` and ``mass`` where known.
+* coordinates ``time`` (ps) and ``step`` along ``frame`` (lazy: an XTC chain's times cost a decode of every
+  frame), ``atom`` (indices in the trajectory, kept through selections), and the per-atom ``name``,
+  ``resname``, ``resid``, ``segid``, ``element`` and ``mass`` where known.
 
-Each lazy variable's ``preferred_chunks`` encoding groups the trajectory's stored chunks (an
-HDF5 chunk's frames, a part's, a frame of an XTC) into chunks of about
-:data:`TARGET_CHUNK_BYTES`, every boundary a stored chunk's, so ``chunks={}`` gives Dask chunks
-that read whole stored chunks and are worth a task each.
+Each lazy variable's ``preferred_chunks`` groups the stored chunks into chunks of about
+:data:`TARGET_CHUNK_BYTES`, every boundary a stored chunk's, so ``chunks={}`` gives Dask chunks worth a task each.
 """
 
 from __future__ import annotations
@@ -43,18 +39,12 @@ SPATIAL = ("x", "y", "z")
 #: Dataset attribute holding the Source config (JSON): how every lazy variable reopens the trajectory.
 SOURCE_ATTR = "trajscale_source"
 TOPOLOGY_ATTR = "trajscale_topology"
-#: Encoding key of a lazy variable's stored chunks along frame (frames each; one number when even):
-#: the boundaries that other Dask chunks may fall on without cutting a stored chunk.
+#: Encoding key of a lazy variable's stored chunks along frame (frames each; one number when even).
 STORED_CHUNKS = "trajscale_stored_chunks"
 
 
 class SourceArray(BackendArray):
-    """One variable of a trajectory, read lazily through ``Source.read(frames, atoms)``.
-
-    Outer indexing (an int, a slice or an integer array per dimension) is passed down as is, so
-    ``positions[:, ca]`` reads the CA atoms' runs of every frame, never whole frames.  Holds an
-    opener (a config), never an open file: it pickles into a Dask graph.
-    """
+    """One variable read lazily through ``Source.read(frames, atoms)``, outer indexing passed down; no open file."""
 
     def __init__(self, opener: SourceOpener, name: str, shape: tuple[int, ...], dtype,
                  subset: np.ndarray | None = None, time_decimals: int = 0) -> None:
@@ -72,15 +62,12 @@ class SourceArray(BackendArray):
         return read_rows(self.opener, self.name, key, self.shape, self.dtype, self.subset, self.time_decimals)
 
 
-#: Bytes of a variable's values a Dask chunk of ``chunks={}`` aims at: enough whole stored chunks to
-#: make each task worth its overhead (one task per one-frame chunk made a Dask mean slower than a
-#: lazy one), few enough that a threaded scheduler holds a chunk per core and its float64 copy.
+#: Bytes a Dask chunk of ``chunks={}`` aims at: each task worth its overhead, a chunk per core held at once.
 TARGET_CHUNK_BYTES = 64 * 1024**2
 
 
 def storage_chunks(source) -> tuple[int, ...]:
-    """Frames of each stored unit, in order: a part of a trajectory in several files, cut at the part's
-    own chunks (counted from its start); else the HDF5 chunk's frames (1 when unchunked, and for XTC/TRR)."""
+    """Frames of each stored unit, in order: each part's chunks (from its start), else the HDF5 chunk's frames."""
     n = source.n_frames
     if not n:
         return (0,)
@@ -91,11 +78,7 @@ def storage_chunks(source) -> tuple[int, ...]:
 
 
 def grouped_chunks(stored: tuple[int, ...], frame_bytes: int, target: int | None = None) -> tuple[int, ...]:
-    """Dask chunks of whole stored chunks, consecutive ones grouped up to ``target`` bytes a chunk
-    (``frame_bytes`` a frame); a stored chunk larger than the target is a chunk of its own.
-
-    The same grouping for every variable of a Dataset (its per-atom fields' frame size), so
-    that positions, box and time share their chunks along ``frame``."""
+    """Dask chunks of whole stored chunks grouped up to ``target`` bytes, the same for every variable."""
     if stored == (0,):
         return stored
     target = TARGET_CHUNK_BYTES if target is None else target
@@ -118,9 +101,7 @@ def _one_or_all(sizes: tuple[int, ...]) -> int | tuple[int, ...]:
 
 @dataclass(frozen=True)
 class _Lazy:
-    """What the lazy variables of one Dataset share: how they reopen the trajectory, their chunks along
-    frame (the Dask chunks of ``chunks={}``, the stored chunks), and the atoms a selection picked (None:
-    all), which the per-atom variables read."""
+    """What one Dataset's lazy variables share: the opener, their chunks along frame, the selected atoms."""
 
     opener: SourceOpener
     frame_chunks: tuple[tuple[int, ...], tuple[int, ...]]
@@ -147,9 +128,7 @@ def _units(quantity: str, stored: dict) -> dict:
 
 
 def build_dataset(source, topology: str | None, drop_variables=(), select: str | None = None) -> xr.Dataset:
-    """The Dataset over ``source`` (open in this process: its shape, fields and first box are read
-    here), with the per-atom labels of ``topology`` (or those an H5MD file stores); ``select``: over
-    the atoms that selection picks only (every variable reads only their runs)."""
+    """The Dataset over the open ``source``, labelled from ``topology`` (or the file); ``select``: those atoms only."""
     opener = SourceOpener.of(source.get_config())
     facts = source.layout_summary()
     stored = dict(facts.units or ())
@@ -190,9 +169,7 @@ def build_dataset(source, topology: str | None, drop_variables=(), select: str |
 
 
 def _dt_decimals(source) -> int:
-    """Decimals of ps that rounding a time always keeps: those of the trajectory's dt (the first two
-    frames' spacing, to float32's precision: 0.002 ps: 3; 100.00000763 ps: 0), so that no time loses a
-    digit its dt has."""
+    """Decimals of ps a time's rounding keeps: those of the first two frames' spacing (0.002 ps: 3)."""
     if source.n_frames < 2:
         return 0
     try:
@@ -206,9 +183,7 @@ def _dt_decimals(source) -> int:
 
 
 def _steps_past_int32(source) -> bool:
-    """Whether the first or last frame's step is outside int32 (a renumbered restart chain of a long run;
-    steps increase along a trajectory, renumbered ones too): without int64 (netCDF-3, xarray's scipy
-    writer) such steps are written as float64, exact, not refused."""
+    """Whether the first or last step is outside int32: without int64 (netCDF-3) steps are written as float64."""
     if not source.n_frames:
         return False
     info = np.iinfo(np.int32)

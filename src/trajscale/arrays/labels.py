@@ -1,9 +1,7 @@
 """Per-atom labels of a trajectory's atoms: name, resname, resid, segid, element, mass where known.
 
-From a topology file (any format MDAnalysis parses, through :func:`trajscale.topology.load_universe`
-and its parsed-topology cache), or, without one, from the atoms an H5MD file stores beside its
-frames (trajscale's writers store them; the Source reads them:
-:meth:`~trajscale.sources.base.Source.stored_atom_labels`).
+From a topology file, or, without one, from the atoms an H5MD file stores beside its frames
+(:meth:`~trajscale.sources.base.Source.stored_atom_labels`).
 """
 
 from __future__ import annotations
@@ -17,10 +15,7 @@ LABELS = ("name", "resname", "resid", "segid", "element", "mass")
 
 
 def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, np.ndarray]:
-    """The labels the topology file has, one value per atom; refused if its atom count differs.
-
-    Read once per topology file version (then from trajscale's selection cache, MDAnalysis not
-    imported)."""
+    """The topology file's labels, one value per atom (cached per file version); refused if its atom count differs."""
     from ..topology import atom_labels
 
     n_top, labels = atom_labels(str(topology))
@@ -30,9 +25,7 @@ def topology_labels(topology: str, n_atoms: int, trajectory: str) -> dict[str, n
 
 
 def selected_atoms(topology: str, config: dict, selection: str) -> np.ndarray:
-    """Indices of the atoms ``selection`` picks (MDAnalysis's language), sorted; from trajscale's
-    selection cache when this topology file and selection were seen before, else from the topology's
-    Universe holding the trajectory's first frame (so that selections by distance see it)."""
+    """Indices of the atoms ``selection`` picks, sorted (cached, else from the Universe with the first frame)."""
     from ..topology import CachedUniverse, select_atoms
 
     universe = CachedUniverse(topology, lambda: _first_frame_universe(topology, config))

@@ -1,19 +1,13 @@
 """How an array's frames and atoms are read: a picklable opener over the process's cached Source.
 
-A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``, plain
-values), never an open handle, as xarray's ``CachingFileManager`` holds a file's opener: pickled
-into a Dask graph it travels to a worker, which opens the Source there once per thread
-(:func:`trajscale.executors.base.cached_source`, the process's cache of open sources, one per
-thread: an XTC reader's file position is one per handle, so threads never share one, and
-their reads run side by side; it reopens a file replaced since).
+A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``), never an open handle, as
+xarray's ``CachingFileManager`` does: pickled into a Dask graph, it opens the Source on a worker once per thread
+(:func:`trajscale.executors.base.cached_source`: an XTC reader's position is one per handle).
 
-Every read, whatever thread makes it, adds its bytes to one counter per trajectory in the
-process (:func:`bytes_read`, behind ``ds.trajscale.bytes_read``), under a lock: Dask's
-threaded scheduler reads through its own threads' Sources, which no thread-local count sees.
+Every read adds its bytes to one counter per trajectory in the process (:func:`bytes_read`), under a lock: Dask's
+threads read through Sources of their own, which no thread-local count sees.
 
-:func:`read_rows` turns one outer index (an int, a positive-step slice or a sorted integer
-array per dimension, as xarray's ``explicit_indexing_adapter`` hands it down) into
-``Source.read(start, stop, atoms, stride)`` calls: only the selected atoms' runs are read.
+:func:`read_rows` turns one outer index into ``Source.read(start, stop, atoms, stride)`` calls.
 """
 
 from __future__ import annotations
@@ -75,8 +69,7 @@ class SourceOpener:
 
 
 def frame_runs(key, n_frames: int) -> list[tuple[int, int, int]]:
-    """``(start, stop, stride)`` reads that give the frames of ``key`` in order (an int, a slice, or a
-    sorted integer array: one read when evenly spaced, else one per run of consecutive frames)."""
+    """``(start, stop, stride)`` reads giving ``key``'s frames in order (one if evenly spaced, else one per run)."""
     if isinstance(key, (int, np.integer)):
         k = int(key)
         return [(k, k + 1, 1)]
@@ -95,8 +88,7 @@ def frame_runs(key, n_frames: int) -> list[tuple[int, int, int]]:
 
 
 def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The atoms to read for ``key`` (None: all) and the take that orders the read rows as asked
-    (None: as read). Duplicates are read once."""
+    """The atoms to read for ``key`` (None: all) and the take ordering the rows as asked; duplicates read once."""
     if isinstance(key, (int, np.integer)):
         return np.array([int(key)], np.intp), None
     if isinstance(key, slice):
@@ -113,11 +105,7 @@ def atom_request(key, n_atoms: int) -> tuple[np.ndarray | None, np.ndarray | Non
 
 def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...], dtype,
               subset: np.ndarray | None = None, time_decimals: int = 0) -> np.ndarray:
-    """The values of variable ``name`` (a field: position, velocity, force; or box, time, step) at
-    the outer index ``key``, as a fresh array (the Source's buffers are never handed out).
-
-    ``subset``: the trajectory's atoms the variable's ``atom`` axis holds (sorted; None: all).
-    A per-frame quantity comes with a read of one atom (a Block always holds positions)."""
+    """Variable ``name`` at the outer index ``key``, a fresh array; ``subset``: the ``atom`` axis's atoms (sorted)."""
     runs = frame_runs(key[0], shape[0])
     per_atom = name in FIELD_ATTRS
     atoms, order = atom_request(key[1], shape[1]) if per_atom else (np.zeros(1, np.intp), None)
@@ -151,13 +139,9 @@ def read_rows(opener: SourceOpener, name: str, key: tuple, shape: tuple[int, ...
 
 
 def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
-    """Times (ps, float64) without float32's noise (times stored as float32, or computed from a float32
-    time step): each is rounded to the power of ten at or above eight of float32's steps at its size,
-    when that moves it by at most four steps (``400.00003`` -> ``400.0``, ``0.0040000002`` -> ``0.004``),
-    so that ``ds.sel(time=400)`` finds the frame written at 400 ps. The rounding keeps at least
-    ``min_decimals`` decimals (the trajectory's dt's: a time between float32's steps stays) and never
-    rounds to more than whole ps. A function of each time alone: every read of a frame gives its time.
-    """
+    """Times (ps, float64) without float32's noise, so ``ds.sel(time=400)`` finds the frame written at 400 ps:
+    each is rounded to the power of ten at or above eight float32 steps at its size, when that moves it by at
+    most four (``400.00003`` -> ``400.0``), keeping at least ``min_decimals`` and never past whole ps."""
     t = np.asarray(times, np.float64)
     finite = np.isfinite(t) & (t != 0) & (np.abs(t) < 1e30)
     if not finite.any():
@@ -174,8 +158,7 @@ def tidy_times(times: np.ndarray, min_decimals: int = 0) -> np.ndarray:
 
 
 def _fields(name: str) -> tuple[str, ...]:
-    """The fields a read of ``name`` asks for: a Block always holds positions, so velocities and forces
-    come with the same atoms' positions (a per-frame quantity with those of one atom)."""
+    """The fields a read of ``name`` asks for (a Block always holds positions; per-frame ones: of one atom)."""
     return ("position", name) if name in ("velocity", "force") else ("position",)
 
 

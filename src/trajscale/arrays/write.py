@@ -1,12 +1,9 @@
 """Write a trajectory Dataset back as an H5MD file, a slab of frames at a time.
 
-The Dataset may be any cut of one ``trajscale`` opened (a selection of atoms, a strided time
-axis) or hold computed positions, lazy or in memory: only one slab of frames is computed and
-held at a time (``max_slab_mb``), never the whole array.  The file is written by trajscale's
-H5MD writer with the chunks and codecs ``trajscale convert`` chooses (:class:`Layout`'s
-defaults; ``precision``/``encoding`` for lossy positions), under a temporary name, fsynced and
-renamed when complete; an existing file is replaced only with ``overwrite``, and the Dataset's
-own trajectory never.
+The Dataset may be any cut of one ``trajscale`` opened, or hold computed positions, lazy or in memory: one slab
+of frames is computed and held at a time (``max_slab_mb``). The file is written with ``convert``'s layout
+defaults under a temporary name, fsynced and renamed when complete; an existing file is replaced only with
+``overwrite``, and the Dataset's own trajectory never.
 """
 
 from __future__ import annotations
@@ -32,9 +29,7 @@ LABELS = {"name": "names", "resname": "resnames", "resid": "resids", "segid": "s
 
 @dataclass(frozen=True, slots=True)
 class WriteSpec:
-    """How :func:`to_h5md` writes: replace an existing file, the layout (a :class:`Layout`, or
-    ``convert``'s ``--chunks`` string; None: ``convert``'s default), lossy positions, and the largest
-    slab of frames computed and held at once (MiB)."""
+    """How :func:`to_h5md` writes: overwrite, the layout (None: ``convert``'s), lossy positions, slab size (MiB)."""
 
     overwrite: bool = False
     layout: Layout | str | None = None

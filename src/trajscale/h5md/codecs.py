@@ -1,41 +1,26 @@
 """Lossy storage of coordinates at a stated precision, like XTC's 0.001 nm.
 
-Two encodings, chosen with ``--encoding`` (measured on the AdK-in-water XTC,
-47,681 atoms, at 0.01 Å; ``benchmarks/codecs.py``):
+Two encodings, chosen with ``--encoding`` (sizes and speeds in docs/benchmarks.md, ``benchmarks/codecs.py``):
 
 ``floats`` (the default)
-    Values are rounded to a power-of-two quantum no larger than the precision,
-    which zeroes the float32 mantissa bits below it; shuffle plus a lossless
-    filter compresses the zeros away.  Every HDF5 reader (MDAnalysis included)
-    gets plain floats.  About 1.5x the XTC's size: a value alone still carries
-    ~13 bits (a 100 Å box in 0.01 Å steps), and no generic filter predicts a
-    value from its neighbours.  HDF5's own scale-offset filter (decimal
-    scaling, also plain floats to every reader) gives the same size and reads
-    3x slower, so it is not offered.
+    Values are rounded to a power-of-two quantum no larger than the precision, which zeroes the float32 mantissa
+    bits below it; shuffle plus a lossless filter compresses the zeros away. Every HDF5 reader gets plain floats.
+    About 1.5x the XTC's size: a value alone still carries ~13 bits, and no generic filter predicts a value from
+    its neighbours. HDF5's scale-offset filter gives the same size and reads 3x slower, so it is not offered.
 
 ``deltas``
-    What XTC does, laid out for a fast decoder: integers ``round(x / precision)``
-    less a per-axis centre, each atom stored as the difference from a
-    reference atom one to three places before it (the nearest in the first
-    frame written: a water's second hydrogen refers to its oxygen), zigzag-coded
-    into uint16 (differences taken modulo 2^16).  Atoms whose first-frame
-    difference is 1.28 Å or more (mostly the first atom of each molecule) are
-    stored first, the rest after them, so the high bytes of most values form one
-    run of zeros that LZ4 removes.  Each atom's reference and group are a
-    ``uint8`` per atom in the dataset ``trajscale_codes`` beside ``value``; the
-    centre is the ``trajscale_center`` attribute.  With blosc-lz4: 1.08x the
-    XTC's size, read 5.9x faster than MDAnalysis reads the XTC; with blosc-zstd
-    0.98x, 3.3x (docs/benchmarks.md).  Coordinates must
-    lie within +-32767 steps of the centre (+-327 Å at 0.01 Å); beyond that
-    (large boxes, unwrapped trajectories) ``deltas32`` stores plain atom-to-atom
-    differences as uint32.  Only trajscale decodes either: the dataset's
-    ``unit`` attribute names the encoding (so MDAnalysis's H5MD reader refuses
-    the file with "unit ... is not recognized" instead of reading integers as
-    coordinates), the real unit is in ``trajscale_unit``.
+    What XTC does, laid out for a fast decoder: integers ``round(x / precision)`` less a per-axis centre, each
+    atom stored as the difference from a reference atom one to three places before it (the nearest in the first
+    frame written), zigzag-coded into uint16 (modulo 2^16). Atoms whose first-frame difference is 1.28 Å or more
+    are stored first, so the high bytes of most values form one run of zeros that LZ4 removes. Each atom's
+    reference and group are a ``uint8`` in the dataset ``trajscale_codes`` beside ``value``; the centre is the
+    ``trajscale_center`` attribute. Coordinates must lie within +-32767 steps of the centre (+-327 Å at 0.01 Å);
+    beyond that ``deltas32`` stores plain atom-to-atom differences as uint32. Only trajscale decodes either: the
+    dataset's ``unit`` attribute names the encoding (so MDAnalysis refuses the file instead of reading integers
+    as coordinates), the real unit is in ``trajscale_unit``.
 
-Both bound the error by precision / 2 and record, on the dataset:
-``trajscale_precision`` (Å, as stated), ``trajscale_quantum`` (the step, in the
-file's unit) and ``trajscale_encoding``.
+Both bound the error by precision / 2 and record, on the dataset: ``trajscale_precision`` (Å, as stated),
+``trajscale_quantum`` (the step, in the file's unit) and ``trajscale_encoding``.
 """
 
 from __future__ import annotations
@@ -99,10 +84,7 @@ def quantize(values: np.ndarray, q: float) -> np.ndarray:
 
 
 def encode_deltas(values: np.ndarray, q: float) -> np.ndarray:
-    """``(frames, atoms, 3)`` values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms.
-
-    Raises ValueError for values that are not finite or too large for int32 steps of ``q``.
-    """
+    """Values as zigzag-coded uint32 differences of ``round(values / q)`` along atoms; ValueError if too large."""
     steps = np.asarray(values, np.float64) / q
     np.rint(steps, out=steps)
     bad = ~(np.abs(steps) <= MAX_STEPS)          # NaN too
@@ -123,12 +105,7 @@ def _steps(values: np.ndarray, q: float) -> np.ndarray:
 
 
 class Deltas:
-    """How one ``DELTAS`` dataset codes its frames: each atom's reference and group, and the centre.
-
-    Built once from a reference frame (:meth:`plan`, the first frame of the
-    trajectory: every writer of one output plans from the same frame, so
-    segments, MPI ranks and joins agree) or read back from a file (:meth:`of`).
-    """
+    """How one ``DELTAS`` dataset codes its frames (references, groups, centre), planned or read back (:meth:`of`)."""
 
     dtype = np.dtype(np.uint16)
 
@@ -163,8 +140,7 @@ class Deltas:
             best[k:][better] = m[better]
             off[k:][better] = k
         wide = best >= WIDE
-        # a wide atom gains little from a farther reference, and the decoder's choice of reference
-        # is a branch: the previous atom keeps it predictable (8 % of the decode, 0.1 % of the size)
+        # a wide atom keeps the previous atom as reference: the decoder's branch stays predictable
         far = wide & (off > 1)
         if far.any():
             d1 = np.abs(s[1:] - s[:-1]).max(axis=1)
@@ -192,12 +168,7 @@ class Deltas:
         ds.attrs["trajscale_center"] = self.center
 
     def encode(self, values: np.ndarray) -> np.ndarray:
-        """``(frames, atoms, 3)`` values as stored: uint16, the atoms in stored order.
-
-        float32 and float64 values are coded as they are (other dtypes as float64, any byte
-        order or layout converted once).  Raises ValueError for values not finite or farther
-        than 32767 steps from the centre, or of another shape.
-        """
+        """Values as stored (uint16, stored atom order); ValueError if not finite, too far, or misshapen."""
         values = np.asarray(values)
         dtype = np.float32 if values.dtype == np.float32 else np.float64
         values = np.ascontiguousarray(values, dtype)   # native order too
@@ -224,8 +195,7 @@ class Deltas:
         return len(self.codes)
 
     def table(self) -> np.ndarray:
-        """``(3, 65536)`` float32: per axis, the value of each int16 step count (as uint16) -
-        the float32 nearest ``(steps + centre) * q``.  768 KiB, made once."""
+        """``(3, 65536)`` float32: per axis, the float32 nearest ``(steps + centre) * q`` per step count."""
         if self._table is None:
             steps = np.arange(2**16, dtype=np.uint16).view(np.int16).astype(np.float64)
             self._table = np.stack([((steps + c) * self.q).astype(np.float32) for c in self.center])
@@ -257,10 +227,7 @@ class Deltas32:
 
 
 def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> np.ndarray:
-    """Inverse of :func:`encode_deltas`: float32 ``(frames, atoms, 3)``, into ``out`` if given.
-
-    ``raw`` must start at atom 0 of each frame (a difference needs its predecessor).
-    """
+    """Inverse of :func:`encode_deltas`, into ``out`` if given; ``raw`` must start at atom 0 of each frame."""
     raw = np.ascontiguousarray(raw, np.uint32)
     if raw.ndim != 3:
         raise ValueError(f"raw must be (frames, atoms, 3), got shape {raw.shape}")
@@ -269,8 +236,7 @@ def decode_deltas(raw: np.ndarray, q: float, out: np.ndarray | None = None) -> n
 
 
 def _into(out: np.ndarray | None, shape: tuple, kernel) -> np.ndarray:
-    """Run ``kernel(o)`` on a C-contiguous float32 ``o`` of ``shape``: ``out`` itself when it is one,
-    else a new array, copied into ``out`` if given (a strided view, another dtype)."""
+    """``kernel(o)`` on a C-contiguous float32 ``o`` of ``shape``: ``out`` itself if it is one, else copied."""
     if out is not None and out.shape != shape:
         raise ValueError(f"out has shape {out.shape}, the decoded values {shape}")
     if out is not None and out.dtype == np.float32 and out.flags.c_contiguous and out.flags.writeable:
@@ -305,11 +271,7 @@ def stored_dtype(attrs) -> np.dtype:
 
 
 def codec_for(attrs, reference: np.ndarray | None) -> Deltas | Deltas32 | None:
-    """The delta codec that :func:`lossy_attrs_for`'s ``attrs`` write (None for floats).
-
-    ``reference``: the trajectory's first frame in the file's unit; a ``DELTAS`` codec
-    is planned from it (None while it is not known yet).
-    """
+    """The delta codec ``attrs`` write (None for floats), a ``DELTAS`` one planned from ``reference`` (file unit)."""
     enc = (attrs or {}).get("trajscale_encoding")
     q = float(attrs["trajscale_quantum"]) if attrs else 0.0
     if enc == DELTAS32:
@@ -320,8 +282,7 @@ def codec_for(attrs, reference: np.ndarray | None) -> Deltas | Deltas32 | None:
 
 
 def encode(values: np.ndarray, attrs, codec=None) -> np.ndarray:
-    """``values`` (in the file's unit) as a dataset with :func:`lossy_attrs_for`'s ``attrs`` stores them
-    (delta-coded through ``codec``, from :func:`codec_for`)."""
+    """``values`` (file unit) as the dataset with :func:`lossy_attrs_for`'s ``attrs`` stores them."""
     if attrs["trajscale_encoding"] == "floats":
         return quantize(values, float(attrs["trajscale_quantum"]))
     if codec is None:
@@ -348,10 +309,7 @@ def is_delta_coded(ds) -> bool:
 
 
 def deltas_of(ds) -> Deltas | Deltas32 | None:
-    """The codec that decodes ``ds`` (None for floats).
-
-    Raises ValueError for a ``DELTAS`` dataset whose codes are missing.
-    """
+    """The codec that decodes ``ds`` (None for floats); ValueError for a ``DELTAS`` dataset without codes."""
     lossy = lossy_attrs(ds)
     if not lossy or lossy[2] not in (DELTAS, DELTAS32):
         return None

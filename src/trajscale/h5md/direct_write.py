@@ -1,15 +1,10 @@
 """Frames written at their byte addresses with ``pwrite``: many writers, one file, no HDF5 in the writers.
 
-The mirror of the chunk reader's reads at byte addresses (:mod:`.chunks`).  A dataset that is uncompressed
-(no filter at all), whose chunks hold whole rows (frames; or a contiguous
-dataset) and whose storage was allocated when it was created
-(``ALLOC_TIME_EARLY``, fixed length) keeps row ``f`` at a fixed address:
-``chunk address + (f % chunk rows) * row bytes``.  The process that prepares a
-job creates such a file, closes it and takes every chunk's address once
-(:func:`plan_writes`, checked against HDF5's own read); workers then write
-their rows' bytes there (:class:`DirectWrites`) without opening the file in
-HDF5.  No HDF5 metadata changes after the file was made, so workers writing
-disjoint frames at once cannot corrupt it, and no segment files need joining.
+The mirror of the chunk reader (:mod:`.chunks`). An unfiltered dataset whose chunks hold whole rows (or a
+contiguous one) and whose storage was allocated at creation keeps row ``f`` at ``chunk address + (f % chunk
+rows) * row bytes``. The preparing process creates such a file, closes it and takes every chunk's address once
+(:func:`plan_writes`, checked against HDF5's own read); workers write their rows there (:class:`DirectWrites`)
+without HDF5. No metadata changes after the file was made, so workers writing disjoint frames cannot corrupt it.
 """
 
 from __future__ import annotations
@@ -29,11 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def ineligible(ds: h5py.Dataset) -> str | None:
-    """Why rows of ``ds`` cannot be written at fixed byte addresses, or None.
-
-    Besides what reads at addresses need (:func:`.chunks.ineligible`), rows must be in native byte order,
-    in a plain file (no MPI-IO or other driver), unfiltered, in chunks that hold whole rows (or contiguous).
-    """
+    """Why rows of ``ds`` cannot be written at fixed byte addresses, or None."""
     why = unreadable(ds)
     if why:
         return why
@@ -90,8 +81,7 @@ class RowTarget:
 
 
 def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
-    """Every chunk's address, in row order (once per chunk, by the preparing process only); None if
-    one was never allocated."""
+    """Every chunk's address, in row order (once per chunk, by the preparing process); None if one is unallocated."""
     if ds.chunks is None:
         off = ds.id.get_offset()
         return None if off is None else np.array([off], np.int64)
@@ -103,14 +93,9 @@ def _addresses(ds: h5py.Dataset) -> np.ndarray | None:
 def plan_writes(path: str | os.PathLike, names: list[str], probe: bool = True) -> dict[str, RowTarget]:
     """The row addresses of datasets ``names`` of the closed file ``path`` (keyed by absolute name).
 
-    With ``probe`` (for a file no worker has written yet) each dataset's last
-    row is written with a pattern at its computed address and read back
-    through HDF5, then given its bytes back: addresses are HDF5's to define, so
-    a layout this module misreads fails here, before any worker writes.  A
-    resumed file was probed when it was made, and its counted rows are left
-    untouched.  Raises :class:`OutputError` for a dataset that is not eligible
-    (:func:`ineligible`) or whose storage was not allocated.
-    """
+    With ``probe`` (a file no worker has written yet) each dataset's last row is written with a pattern at its
+    address and read back through HDF5, then restored: a misread layout fails here, before any worker writes.
+    Raises :class:`OutputError` for a dataset not eligible or whose storage was not allocated."""
     targets: dict[str, RowTarget] = {}
     with h5py.File(path, "r") as f:
         for name in names:
@@ -157,8 +142,7 @@ def _pattern(n: int) -> bytes:
 
 
 def _writeback_starter():
-    """``start(fd, offset, nbytes)``: begin writing those dirty pages back now, without waiting
-    (Linux ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``); a no-op elsewhere."""
+    """``start(fd, offset, nbytes)``: begin writing dirty pages back now (Linux ``sync_file_range``); else a no-op."""
     import ctypes
     import sys
 
@@ -183,10 +167,8 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 
 class DirectWrites:
-    """Writes rows of planned datasets with ``pwrite`` at their addresses (a worker's side).
-
-    No compiled loop: a slab's rows are mostly one run of adjacent addresses, so a
-    call moves megabytes.
+    """Writes rows of planned datasets with ``pwrite`` at their addresses (a worker's side; no compiled loop:
+    a slab's rows are mostly one run of adjacent addresses).
 
     Parameters
     ----------
@@ -212,15 +194,13 @@ class DirectWrites:
         if data.shape[1] != t.row_bytes:
             raise ValueError(f"{name}: rows of {data.shape[1]} bytes, the dataset's are {t.row_bytes}")
         offsets = t.offsets(start, len(rows))
-        # Rows whose addresses follow each other (a chunk's; chunks allocated one after another)
-        # go in one call: one call per run of adjacent rows, usually one per slab.
+        # one call per run of adjacent rows, usually one per slab
         cuts = [0, *(np.flatnonzero(np.diff(offsets) != t.row_bytes) + 1).tolist(), len(rows)]
         flat = memoryview(data.reshape(-1))
         for a, b in zip(cuts[:-1], cuts[1:], strict=False):
             try:
                 _pwrite_all(self._fd, flat[a * t.row_bytes:b * t.row_bytes], int(offsets[a]))
-                # The disk starts on these pages while the worker decodes the next slab: the
-                # fdatasync that counts them later finds little left (a hint; not durability).
+                # the disk starts on these pages while the worker decodes the next slab (a hint)
                 _start_writeback(self._fd, int(offsets[a]), (b - a) * t.row_bytes)
             except OSError as exc:
                 raise OutputError(self.path, f"{name}: writing rows {start + a}-{start + b - 1} failed "

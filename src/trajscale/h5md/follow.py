@@ -1,11 +1,9 @@
 """An H5MD file still being written, as ``run --follow`` sees it at each poll: its complete frames.
 
-The length of ``step`` (:func:`~.schema.complete_frames`) counts them: trajscale's writers grow it only
-after a frame's data is flushed, so every frame counted is whole. The file is opened afresh at each poll
-(HDF5 caches metadata per open) without HDF5's file lock, which the writer holds. A writer that closes
-normally sets the root attribute ``trajscale_complete`` (:data:`~.writer.COMPLETE_ATTR`, false until then)
-to true; a killed one never does. An open or a read that meets the writer mid-flush is tried again
-(:class:`GrowingH5MDSource`), and a snapshot caught mid-flush counts as "no news" until the next poll.
+The length of ``step`` counts them (:func:`~.schema.complete_frames`: writers grow it only after a frame's data
+is flushed). The file is opened afresh at each poll (HDF5 caches metadata per open) without HDF5's file lock,
+which the writer holds. A writer that closes normally sets ``trajscale_complete`` (:data:`~.writer.COMPLETE_ATTR`)
+true. A read that meets the writer mid-flush is tried again (:class:`GrowingH5MDSource`).
 """
 
 from __future__ import annotations
@@ -27,18 +25,11 @@ MID_FLUSH = (OSError, RuntimeError, KeyError, IndexError, ValueError, InputFileE
 
 
 class GrowingH5MDSource(H5MDSource):
-    """An H5MD file another process is writing: a read that meets the writer mid-flush is tried again.
-
-    The writer updates the file's metadata (extents, chunk index) in place; a
-    reader without SWMR can catch a node half-updated and get an HDF5 error.
-    The frames asked for are complete (counted by :func:`snapshot`), so the
-    same read, after the file is opened afresh, finds them whole.
-    """
+    """An H5MD file another process is writing: a read meeting the writer mid-flush is tried again, reopened."""
 
     kind = "growing_h5md"
     supports_mpio = False
-    # The writer holds HDF5's lock while it writes. The environment cannot turn the lock off once the
-    # process has opened any HDF5 file (HDF5 reads HDF5_USE_FILE_LOCKING then), so every open says so.
+    # The writer holds HDF5's lock; HDF5_USE_FILE_LOCKING is read at the process's first open, so every open says.
     file_locking = False
 
     def __init__(self, path: str, **options) -> None:

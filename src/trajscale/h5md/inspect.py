@@ -1,13 +1,9 @@
 """Describe an H5MD file's layout and what each access pattern costs on it.
 
-Read amplification = bytes HDF5 must read and decompress / bytes requested,
-computed from the chunk geometry.  A compressed chunk is always decoded
-whole; an uncompressed chunk is read whole when it fits the reader's chunk
-cache and read in place (only the selected bytes) when it does not.  Two
-figures follow: trajscale's reader (no chunk cache for chunks of whole frames:
-uncompressed data costs only what is asked for; a cache of two chunk rows for
-chunks that split xyz) and a generic reader with HDF5's default 1 MiB cache
-(MDAnalysis, h5py defaults) - the one the seed paper's slow files paid.
+Read amplification = bytes HDF5 must read and decompress / bytes requested, from the chunk geometry. A
+compressed chunk is always decoded whole; an uncompressed one is read whole when it fits the reader's chunk
+cache, in place when it does not. Two figures follow: trajscale's reader (no cache for whole-frame chunks; two
+chunk rows for chunks that split xyz) and a generic reader with HDF5's default 1 MiB cache (MDAnalysis, h5py).
 """
 
 from __future__ import annotations
@@ -23,9 +19,11 @@ import numpy as np
 from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
+from ..hdf5.chunks import chunk_info
 from ..hdf5.hdf5 import checked_store, open_h5
 from ..hdf5.runs import plan_atom_reads
 from ..storage.bytestore import ReadOnlyFile
+from ..storage.ranges import coalesce
 from .codecs import ENCODING_OF
 from .layout import REMOTE_MIN_CHUNK_BYTES, plan_frames_per_chunk, reader_chunk_cache
 from .schema import H5MDInfo, describe, particle_groups
@@ -48,9 +46,7 @@ HDF5_DEFAULT_CACHE = 1024**2
 
 
 def patterns_for(n_frames: int, n_atoms: int) -> dict:
-    """The access patterns a file of this size can serve: a 20-frame file has no "block of 100
-    frames" (its block read is "all 20 frames"), and a subset needs more atoms than it takes.
-    Values are (frames, atoms): atoms None (whole frames), a count, or an index array."""
+    """The access patterns a file of this size can serve, as (frames, atoms: None, a count, or indices)."""
     out = {}
     for name, (f, a) in PATTERNS.items():
         a = a(n_atoms) if callable(a) else a
@@ -68,13 +64,7 @@ def patterns_for(n_frames: int, n_atoms: int) -> dict:
 def amplification(shape: tuple[int, int, int], chunks: tuple[int, ...] | None,
                   n_frames: int, n_atoms=None, compressed: bool = True,
                   cache_bytes: int = 0, itemsize: int = 4, step: int = 1) -> float:
-    """Read amplification of reading ``n_frames`` frames (every ``step``-th) of some atoms.
-
-    ``n_atoms`` is None (all), a count (atoms ``0..n_atoms-1``) or an array of
-    atom indices; the atoms are read as trajscale's reader reads them (the
-    runs, span or whole frames of :func:`~.runs.plan_atom_reads`).  With
-    ``compressed=True`` (the default) the answer is chunk-granular.
-    """
+    """Read amplification of ``n_frames`` frames (every ``step``-th) of ``n_atoms`` (None, a count, or indices)."""
     f_total, a_total, _ = shape
     n_frames = max(1, min(n_frames, f_total))
     if n_atoms is not None and np.ndim(n_atoms) == 0:
@@ -103,9 +93,7 @@ def _chunks_touched(runs: np.ndarray, ca: int) -> int:
 
 
 def layout_facts(info: H5MDInfo, file_bytes: int | None = None, collective_open: bool = True) -> LayoutFacts:
-    """Layout summary of a described H5MD group (for ``inspect`` and run reports); ``file_bytes``: the
-    file's size (its store's); ``collective_open``: whether MPI ranks open it together (MPI-IO reads a file
-    system's files; an object behind a URL each rank opens alone, by requests)."""
+    """Layout summary of a described group; ``collective_open``: whether MPI ranks open it together (not a URL)."""
     shape = (info.n_frames, info.n_atoms, 3)
     comp = bool(info.compression)
     item = int(info.dtype[-2:]) // 8 if info.dtype[-2:].isdigit() else 4
@@ -134,9 +122,7 @@ def layout_facts(info: H5MDInfo, file_bytes: int | None = None, collective_open:
 
 def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: int, step: int = 1,
                         cache: str = "trajscale") -> float | None:
-    """Read amplification of ``atoms`` (None: all) over ``n_frames`` frames (every ``step``-th) of the
-    H5MD group ``facts`` (:func:`layout_facts`) describes, with trajscale's chunk cache or
-    (``cache="hdf5"``) HDF5's default one; None for facts of another format."""
+    """Read amplification of ``atoms`` over ``n_frames`` frames of the group ``facts`` describes; None if not H5MD."""
     if facts.format != "h5md" or facts.n_atoms is None or facts.n_frames is None:
         return None
     shape = (facts.n_frames, facts.n_atoms, 3)
@@ -149,12 +135,7 @@ def facts_amplification(facts: LayoutFacts, atoms: np.ndarray | None, n_frames: 
 
 
 def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> list[str]:
-    """Plain-language warnings about layouts that fight the access pattern.
-
-    ``amp`` is the read amplification with HDF5's default chunk cache (what the
-    seed paper's readers paid), ``amp_ours`` trajscale's own: a cost only a
-    generic reader pays on an otherwise good layout is not worth a warning.
-    """
+    """Plain-language warnings about layouts that fight the access pattern (``amp_ours``: trajscale's own)."""
     ours = amp if amp_ours is None else amp_ours
     out = []
     ch = info.chunks
@@ -177,8 +158,7 @@ def layout_warnings(info: H5MDInfo, amp: dict, amp_ours: dict | None = None) -> 
 
 
 def time_facts(f: h5py.File, info: H5MDInfo) -> dict | None:
-    """First and last time (ps), the interval between frames (the median, and whether it varies) and
-    the first and last step; None for a file without frames or time."""
+    """First and last time (ps), the interval (median, and whether it varies), first and last step; None if none."""
     if info.n_frames == 0 or (info.time.path is None and info.time.fixed is None):
         return None
     t = info.time.values(f, 0, info.n_frames, np.float64)
@@ -204,12 +184,7 @@ def times_summary(t: np.ndarray, steps: np.ndarray | None = None) -> dict | None
 
 
 def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None) -> dict:
-    """Everything ``trajscale inspect`` prints, as a dict.
-
-    Every particle group is listed (``particle_groups``: frames, atoms, fields,
-    units). The layout and read amplification are those of ``group``, or of the
-    file's only group; a file with several and no ``group`` gets the list alone.
-    """
+    """Everything ``trajscale inspect`` prints, as a dict: every particle group, and ``group``'s layout."""
     f, size, collective = _open_sized(path)
     with f:
         names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
@@ -245,10 +220,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
 
 
 def _open_sized(path) -> tuple[h5py.File, int, bool]:
-    """The HDF5 file at ``path``, its size in bytes, both from its store (a local file's ``stat``; an
-    object's size from the identity its one opening request gave), and whether MPI ranks open it together
-    (HDF5 opens a local file by its path); an object's HDF5 metadata is read afresh, never an earlier run's
-    cache (inspect reports the file as it is now)."""
+    """The HDF5 file at ``path``, its size, whether MPI ranks open it together; metadata read afresh, not cached."""
     store = checked_store(path)
     if store.local_path is None:
         from ..hdf5.metadata import open_store_h5
@@ -258,13 +230,7 @@ def _open_sized(path) -> tuple[h5py.File, int, bool]:
 
 
 def space_facts(f: h5py.File, size: int) -> dict:
-    """How much of an open HDF5 file holds data: ``stored_bytes`` (every dataset's storage) and
-    ``unused_bytes`` (the rest of the file, metadata included, never negative).
-
-    Space a write freed (a dataset shrunk, a chunk rewritten larger) is reused only
-    while the file stays open: HDF5 forgets it at close unless the file tracks its free
-    space persistently, so a file reopened and grown again can carry it as dead weight.
-    """
+    """``stored_bytes`` and ``unused_bytes`` (space freed by writes, forgotten at close) of an open file."""
     stored = [0]
 
     def add(_name, obj) -> None:
@@ -284,10 +250,8 @@ def unused_space_note(facts: dict) -> str | None:
             "`h5repack FILE COPY` or `trajscale rechunk FILE -o COPY` writes a compact copy")
 
 
-#: How trajscale reads an H5MD store behind a URL (:mod:`trajscale.storage`, whose own values a
-#: caller passes): HDF5's metadata (and the times) through a cache of whole blocks, the first block being
-#: the object's first request; frames by range requests at the chunks' addresses, ranges closer than the
-#: merge gap fetched as one, and no request longer than the cut (a longer one goes out as several).
+#: How trajscale reads an H5MD store behind a URL (:mod:`trajscale.storage`'s values): metadata through a cache
+#: of whole blocks; frames by range requests, merged within the gap, cut at the longest request.
 REMOTE_BLOCK_BYTES = 256 * 1024
 REMOTE_MERGE_GAP = 64 * 1024   # the remote reader's default (trajscale.storage.ranges.MERGE_GAP)
 REMOTE_MAX_REQUEST = 8 * 1024**2
@@ -316,29 +280,13 @@ class RecordingFile(ReadOnlyFile):
 
 
 def request_cost(ranges: list[tuple[int, int]], gap: int, max_request: int) -> tuple[int, int]:
-    """(requests, bytes) of fetching ``ranges`` as trajscale's remote reader does: sorted, merged where
-    at most ``gap`` bytes apart while the merged range stays within ``max_request``, and any range longer
-    than ``max_request`` cut into several."""
-    requests = nbytes = 0
-    cur: list[int] | None = None
-    for a, b in sorted(ranges):
-        if cur is not None and a - cur[1] <= gap and max(b, cur[1]) - cur[0] <= max_request:
-            cur[1] = max(cur[1], b)
-            continue
-        if cur is not None:
-            requests += -(-(cur[1] - cur[0]) // max_request)
-            nbytes += cur[1] - cur[0]
-        cur = [a, b]
-    if cur is not None:
-        requests += -(-(cur[1] - cur[0]) // max_request)
-        nbytes += cur[1] - cur[0]
-    return requests, nbytes
+    """(requests, bytes) of fetching ``ranges`` as the remote reader does (merged within ``gap``, cut at the max)."""
+    merged = coalesce(ranges, gap, max_request)[0]
+    return sum(-(-(b - a) // max_request) for a, b in merged), sum(b - a for a, b in merged)
 
 
 def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tuple[int, int]], bool]:
-    """The byte ranges a remote read of ``frames`` x ``atoms`` (None: all; a count: the first ones; or
-    indices) of a ``(frames, atoms, 3)`` dataset fetches, and whether they are ranges within frames
-    (uncompressed whole-frame chunks or contiguous storage; False: whole stored chunks)."""
+    """The byte ranges a remote read of ``frames`` x ``atoms`` fetches, and whether they lie within frames."""
     n_frames, n_atoms, n3 = ds.shape
     if atoms is not None and np.ndim(atoms) == 0:
         atoms = np.arange(max(1, min(int(atoms), n_atoms)))
@@ -350,11 +298,11 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
         cf = n_frames if ds.chunks is None else ds.chunks[0]
         rows = {}
         for r in sorted_unique(frames // cf).tolist():
-            rows[r] = ds.id.get_offset() if ds.chunks is None else _chunk_offset(ds, (r * cf, 0, 0))
+            rows[r] = ds.id.get_offset() if ds.chunks is None else chunk_info(ds, (r * cf, 0, 0))[0]
         out = []
         for fr in frames.tolist():
             base = rows[fr // cf]
-            if base is None:
+            if base is None or base < 0:   # (never written)
                 continue
             row = base + (fr % cf) * n_atoms * item
             out += [(row + lo * item, row + hi * item) for lo, hi in runs.tolist()]
@@ -365,32 +313,16 @@ def frame_ranges(ds: h5py.Dataset, frames: np.ndarray, atoms) -> tuple[list[tupl
     for r in sorted_unique(frames // cf).tolist():
         for c in range(lo // ca, (hi - 1) // ca + 1):
             for d in range(-(-n3 // c3)):
-                info = _chunk_info(ds, (r * cf, c * ca, d * c3))
-                if info is not None:
-                    out.append((info.byte_offset, info.byte_offset + info.size))
+                offset, size, _ = chunk_info(ds, (r * cf, c * ca, d * c3))
+                if offset >= 0:
+                    out.append((offset, offset + size))
     return out, False
-
-
-def _chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]):
-    try:
-        info = ds.id.get_chunk_info_by_coord(coord)
-    except (KeyError, ValueError, RuntimeError, OSError):
-        return None
-    return None if info is None or info.byte_offset is None else info
-
-
-def _chunk_offset(ds: h5py.Dataset, coord: tuple[int, ...]) -> int | None:
-    info = _chunk_info(ds, coord)
-    return None if info is None else int(info.byte_offset)
 
 
 def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str | None = None,
                  block_bytes: int = REMOTE_BLOCK_BYTES) -> dict:
-    """What opening the H5MD file in ``fileobj`` (``size`` bytes) costs a remote reader before its first
-    frame, read through a cache of ``block_bytes`` blocks: ``metadata`` (HDF5's, and every chunk's address
-    of the positions, looked up once on the root) and then ``times`` (the steps and times: data, in
-    blocks not fetched already).  Measured: h5py reads the file through a :class:`RecordingFile`, and
-    every block it touches is one request."""
+    """What opening the file in ``fileobj`` costs a remote reader before its first frame (``metadata``, then
+    ``times``), through ``block_bytes`` blocks, measured by a :class:`RecordingFile`."""
     rec = RecordingFile(fileobj)
     fileobj.seek(0)
     with h5py.File(rec, "r") as f:
@@ -417,11 +349,7 @@ def opening_cost(fileobj, size: int, group: str | None = None, assume_units: str
 def remote_costs(f: h5py.File, info: H5MDInfo, fileobj=None, size: int | None = None, atoms: dict | None = None,
                  block_bytes: int = REMOTE_BLOCK_BYTES, merge_gap: int = REMOTE_MERGE_GAP,
                  max_request: int = REMOTE_MAX_REQUEST) -> dict:
-    """What reading the group ``info`` describes costs over the network, in requests and bytes: opening it
-    (:func:`opening_cost`, when ``fileobj`` holds the file's bytes), and each access pattern of
-    :func:`patterns_for` plus ``atoms`` (label -> atom indices, over a block of frames), from the
-    chunks' byte addresses.  A function of the layout: the same for a local file and its copy behind
-    a URL."""
+    """Requests and bytes of reading the group ``info`` over the network, for each access pattern (and opening)."""
     ds = f[info.dataset()]
     patterns = patterns_for(info.n_frames, info.n_atoms)
     n = min(100, info.n_frames)
@@ -477,8 +405,7 @@ def remote_cost_lines(facts: dict, path: str) -> list[str]:
 
 def file_remote_costs(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None,
                       atoms: dict | None = None, fileobj=None, size: int | None = None, **reader) -> dict:
-    """:func:`remote_costs` of the file at ``path``, or of the one ``fileobj`` reads (``size`` bytes: an
-    object behind a URL); ``reader`` overrides the remote reader's block, merge gap and request cut."""
+    """:func:`remote_costs` of the file at ``path`` (or ``fileobj``); ``reader`` overrides the reader's settings."""
     own = fileobj is None
     if own:
         size = os.path.getsize(path)

@@ -1,19 +1,13 @@
 """Dataset layout: parse, plan and inspect chunk shape and compression.
 
-A layout is a decision taken from the access pattern.  Analyses read slabs of
-whole frames (or an atom span across many frames), so a chunk must never split
-a frame's atoms and should hold enough frames to be 1-4 MiB: big enough that
-per-chunk overhead vanishes, small enough that a one-frame read does not drag
-in much more than it asked for.
+Analyses read slabs of whole frames (or an atom span across many frames), so a chunk never splits a frame's
+atoms and holds enough frames to be 1-4 MiB: per-chunk overhead vanishes, and a one-frame read does not drag in
+much more than it asked for.
 
-A store meant to be read over the network (``Layout(remote=True)``, ``--layout
-remote``) differs in two ways: its chunks are planned for range requests, about
-8 MiB (1-16 MiB is the object stores' guidance: a request's latency then costs
-little beside its bytes), and HDF5 gathers its metadata in one block at the
-file's start (:data:`METADATA_BLOCK_BYTES`, HDF5's ``meta_block_size``), so a
-reader opening it over the network fetches the superblock, object headers and
-chunk indexes with one range request instead of one per scattered piece.  The
-file stays plain H5MD: every HDF5 reader (MDAnalysis's too) reads it.
+A store meant to be read over the network (``Layout(remote=True)``, ``--layout remote``) has chunks of about
+8 MiB (the object stores' guidance: latency then costs little beside the bytes), and HDF5 gathers its metadata
+in one block at the file's start (:data:`METADATA_BLOCK_BYTES`), so a remote reader fetches it with one range
+request. The file stays plain H5MD that every HDF5 reader reads.
 """
 
 from __future__ import annotations
@@ -26,16 +20,12 @@ TARGET_CHUNK_BYTES = 2 * 1024**2
 MAX_CHUNK_BYTES = 4 * 1024**2
 #: Most chunk cache the reader gives a dataset whose chunks split frames.
 SPLIT_CHUNK_CACHE_MAX = 512 * 1024**2
-#: Chunk sizes planned for a store read by range requests (``Layout(remote=True)``): about 8 MiB, at
-#: most 16 MiB, and at least 1 MiB wherever the trajectory holds that much.
+#: Chunk sizes planned for a store read by range requests: about 8 MiB, 1-16 MiB where the trajectory allows.
 REMOTE_TARGET_CHUNK_BYTES = 8 * 1024**2
 REMOTE_MAX_CHUNK_BYTES = 16 * 1024**2
 REMOTE_MIN_CHUNK_BYTES = 1024**2
-#: HDF5's metadata block of a remote store: the metadata (object headers, heaps, chunk B-trees) is
-#: allocated from one block this big, right after the superblock; the data begins after it.  With the
-#: superblock's first 4 KiB the block ends at 256 KiB: the first range request a remote reader makes
-#: (256 KiB) holds all of a file's metadata, up to a few thousand chunks (beyond, HDF5 adds another block
-#: at the end of the file).
+#: HDF5's metadata block of a remote store, right after the superblock: with its first 4 KiB the block ends at
+#: 256 KiB, the first range request a remote reader makes, holding the metadata of up to a few thousand chunks.
 METADATA_BLOCK_BYTES = 252 * 1024
 #: What a layout is planned for (``--layout``).
 TARGETS = ("disk", "remote")
@@ -48,18 +38,14 @@ class Layout:
     Parameters
     ----------
     chunks
-        ``"auto"`` (planned from the access pattern), ``"frame"`` (one frame per
-        chunk, the seed's ``(1, n_atoms, 3)``), ``"contiguous"``, ``"h5py"``
-        (h5py's own guess, kept only to reproduce the seed's slow files) or a
-        number of frames per chunk.
+        ``"auto"`` (planned from the access pattern), ``"frame"`` (``(1, n_atoms, 3)``), ``"contiguous"``,
+        ``"h5py"`` (h5py's own guess, to reproduce slow files) or a number of frames per chunk.
     compression
-        ``None``, ``"gzip"`` (level ``compression_opts``), ``"lzf"``, or a
-        filter provided by hdf5plugin: ``"zstd"``, ``"lz4"``, ``"blosc-zstd"``,
-        ``"blosc-lz4"`` (see :data:`CODECS`).
+        ``None``, ``"gzip"`` (level ``compression_opts``), ``"lzf"``, or a filter provided by hdf5plugin:
+        ``"zstd"``, ``"lz4"``, ``"blosc-zstd"``, ``"blosc-lz4"`` (see :data:`CODECS`).
     remote
-        Plan the store for reading over the network: ``"auto"`` chunks of about 8 MiB
-        (:func:`plan_remote_frames_per_chunk`) and the metadata in one block at the file's
-        start (:meth:`file_kwargs`).
+        Plan the store for reading over the network: ``"auto"`` chunks of about 8 MiB and the metadata in one
+        block at the file's start (:meth:`file_kwargs`).
     """
 
     chunks: str | int = "auto"
@@ -72,8 +58,7 @@ class Layout:
     @classmethod
     def parse(cls, chunks: str = "auto", compression: str | None = "none",
               fletcher32: bool = False, target: str = "disk") -> Layout:
-        """Build a layout from CLI strings such as ``"frame"`` and ``"gzip:4"``; ``target`` ``"remote"``
-        plans it for reading over the network (``--layout remote``)."""
+        """Build a layout from CLI strings (``"frame"``, ``"gzip:4"``); ``target`` ``"remote"``: for range requests."""
         if target not in TARGETS:
             raise ConfigError(f"--layout must be {' or '.join(TARGETS)}, got {target!r}")
         chunk_spec: str | int = chunks
@@ -127,8 +112,7 @@ class Layout:
         return kw
 
     def file_kwargs(self) -> dict:
-        """File-creation keywords for ``h5py.File(..., "w")``: the metadata block at the file's start of a
-        remote store, nothing otherwise."""
+        """``h5py.File(..., "w")`` keywords: a remote store's metadata block at the file's start, nothing otherwise."""
         return {"meta_block_size": METADATA_BLOCK_BYTES} if self.remote else {}
 
     def describe(self) -> str:
@@ -138,40 +122,29 @@ class Layout:
         return f"chunks={self.chunks} compression={comp}" + (" layout=remote" if self.remote else "")
 
 
-def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
-    """Frames per chunk so a chunk holds whole frames and is about 2 MiB (<= 4 MiB)."""
+def plan_frames_per_chunk(n_atoms: int, itemsize: int = 4, target: int = TARGET_CHUNK_BYTES,
+                          most: int = MAX_CHUNK_BYTES) -> int:
+    """Frames per chunk so a chunk holds whole frames and is about ``target`` bytes (2 MiB), at most ``most``."""
     frame_bytes = max(1, n_atoms * 3 * itemsize)
-    frames = max(1, TARGET_CHUNK_BYTES // frame_bytes)
-    while frames > 1 and frames * frame_bytes > MAX_CHUNK_BYTES:
+    frames = max(1, target // frame_bytes)
+    while frames > 1 and frames * frame_bytes > most:
         frames -= 1
     return int(frames)
 
 
 def plan_remote_frames_per_chunk(n_atoms: int, itemsize: int = 4) -> int:
-    """Frames per chunk of a store read by range requests: whole frames, about 8 MiB and at most 16 MiB
-    (one frame per chunk when a frame alone is bigger: a frame's atoms are never split)."""
-    frame_bytes = max(1, n_atoms * 3 * itemsize)
-    frames = max(1, REMOTE_TARGET_CHUNK_BYTES // frame_bytes)
-    while frames > 1 and frames * frame_bytes > REMOTE_MAX_CHUNK_BYTES:
-        frames -= 1
-    return int(frames)
+    """Frames per chunk of a store read by range requests: about 8 MiB, at most 16 MiB (a frame is never split)."""
+    return plan_frames_per_chunk(n_atoms, itemsize, REMOTE_TARGET_CHUNK_BYTES, REMOTE_MAX_CHUNK_BYTES)
 
 
 def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, itemsize: int = 4,
                        filtered: bool = False) -> int:
     """Chunk-cache bytes trajscale's reader gives a ``(frames, atoms, 3)`` dataset.
 
-    None (0) while chunks keep each atom's xyz together: every slab touches each
-    chunk once, and an uncompressed chunk that does not fit the cache is read in
-    place - only the selected atoms' bytes, in runs of whole atoms (measured on
-    the demo file: a 3,341-atom span reads 10x faster, whole frames 1.7x faster
-    than through a 64 MiB cache).  Chunks that split xyz (h5py's guess, e.g.
-    (32, 1491, 1)) are the opposite: read in place, every float lands 12 bytes
-    from the last in memory and becomes its own read call (44x slower on the demo
-    file), so they get a cache holding two rows of chunks.  ``filtered``
-    (compressed) chunks get one row: a selection read as several atom runs
-    then decodes each chunk once, not once per run.
-    """
+    None (0) while chunks keep each atom's xyz together: every slab touches each chunk once, and an uncompressed
+    chunk too big for the cache is read in place, only the selected atoms' bytes. Chunks that split xyz (h5py's
+    guess) read in place make every float its own read call, so they get a cache of two rows of chunks;
+    ``filtered`` chunks get one row, so several atom runs decode each chunk once."""
     if not chunks or len(shape) != 3:
         return 0
     row = chunks[0] * shape[1] * shape[2] * itemsize   # every chunk of chunks[0] frames
@@ -180,11 +153,8 @@ def reader_chunk_cache(shape: tuple[int, ...], chunks: tuple[int, ...] | None, i
     return int(min(SPLIT_CHUNK_CACHE_MAX, row)) if filtered else 0
 
 
-#: Codec name -> (default level, allowed levels or None, hdf5plugin needed).  Blosc
-#: byte-shuffles: on coordinates it beat bit-shuffle for every codec measured
-#: (AdK-in-water XTC frames: blosc-zstd 0.67x vs 0.77x of float32 lossless;
-#: uint16 deltas with blosc-lz4 1.33x vs 1.33x, with blosc-zstd 1.10x vs 1.13x the XTC;
-#: benchmarks/codecs.py).
+#: Codec name -> (default level, allowed levels or None, hdf5plugin needed). Blosc byte-shuffles: on
+#: coordinates it beat bit-shuffle for every codec measured (benchmarks/codecs.py).
 CODECS = {
     "gzip": (4, range(1, 10), False),
     "lzf": (None, None, False),

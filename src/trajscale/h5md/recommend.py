@@ -17,11 +17,8 @@ from ..block import sorted_unique
 from ..errors import ConfigError
 from ..facts import LayoutFacts, RunRead
 
-#: From ``python benchmarks/layouts.py --frames 500`` (demo system, AdK in water, 47,681 atoms; the
-#: run in docs/benchmarks.md, section "The layout study with RMSD runs", 2 cores, load
-#: ~2; rates are best-of-3): size relative to plain float32, serial whole-frame slab read GB/s (the
-#: uncompressed layouts read at the frames' byte addresses, hdf5.chunks), one-frame read ms.
-#: Re-measure and update together.
+#: From ``python benchmarks/layouts.py --frames 500`` (docs/benchmarks.md, "The layout study with RMSD runs"):
+#: size relative to plain float32, serial whole-frame slab read GB/s, one-frame read ms. Re-measure together.
 MEASURED = {
     # name:            (chunks,  compression,  precision, encoding, size, slab GB/s, 1 frame ms)
     "planned":         ("auto",  "none",       None, None,     1.00, 8.35, 0.13),
@@ -174,10 +171,7 @@ def index_selection(atoms: np.ndarray) -> str:
 
 
 def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
-    """The selection of the atoms a run read, in the user's own words: the analysis's selection
-    strings (:attr:`~trajscale.analysis.base.Analysis.selections`), joined with ``or`` when there are
-    several; ``all`` without any (:func:`index_selection` only for a run that read atoms no selection
-    string names)."""
+    """The atoms a run read, in the user's words: its selection strings joined by ``or`` (``all`` without any)."""
     if atoms is None:   # whole frames
         return "all"
     given = list(dict.fromkeys(s.strip() for s in selections if s.strip()))
@@ -189,8 +183,7 @@ def run_selection(selections: tuple[str, ...], atoms: np.ndarray | None) -> str:
 
 
 def run_read(facts: LayoutFacts, atoms: np.ndarray | None, frames_per_task: int, step: int = 1) -> RunRead | None:
-    """What a run's own reads cost on the file ``facts`` describes, and on the layouts of
-    :data:`ALTERNATIVES`: read amplification of ``atoms`` over a task's frames (None: not H5MD)."""
+    """What a run's reads cost on the file ``facts`` describes and on :data:`ALTERNATIVES` (None: not H5MD)."""
     from .inspect import facts_amplification
 
     amp = facts_amplification(facts, atoms, frames_per_task, step)

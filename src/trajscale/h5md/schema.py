@@ -104,15 +104,12 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
     f
         An open HDF5 file.
     group
-        Particle group to read. None: the file's only group with positions; a
-        file with several is an error listing them (a reader never picks one).
+        Particle group to read. None: the file's only group with positions (several: an error listing them).
     assume_units
-        ``"nm"`` or ``"Angstrom"``: the unit system of datasets that carry no
-        ``unit`` attribute. None (the default): such a dataset is an error,
-        since a unit is never guessed. A ``unit`` attribute always wins.
+        ``"nm"`` or ``"Angstrom"``: the units of datasets without a ``unit`` attribute (None: such a dataset is
+        an error; a unit is never guessed). A ``unit`` attribute always wins.
     being_written
-        The file is read while a job writes it (``inspect --follow``): rows after
-        the last complete frame are the job's next frames, not an interrupted write.
+        The file is read while a job writes it: rows past the last complete frame are frames in flight.
     """
     path = f.filename
     if "particles" not in f or not isinstance(_object(f, "particles", path), h5py.Group):
@@ -190,15 +187,7 @@ def describe(f: h5py.File, group: str | None = None, assume_units: str | None = 
 
 def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis,
                     being_written: bool = False) -> int:
-    """Frames whose data is complete: those with a row in ``value``, ``step`` and ``time``.
-
-    trajscale's writers grow ``step`` then ``time`` only after a frame's data is
-    in the file, and HDF5 writes its metadata in no set order, so a file left by
-    an interrupted job can hold rows in ``value`` (a partial or reserved frame)
-    or in ``step`` (a frame whose time never reached the file) past the last
-    complete frame: ignored, with a warning - unless the file is
-    ``being_written``, where they are the frames in flight.
-    """
+    """Frames with a row in ``value``, ``step`` and ``time``; rows past them are warned of unless ``being_written``."""
     n_value = int(pg["position/value"].shape[0])
     if step.path is None:
         return n_value
@@ -216,11 +205,7 @@ def complete_frames(f: h5py.File, pg: h5py.Group, step: TimeAxis, time: TimeAxis
 
 
 def _unit(ds: h5py.Dataset, quantity: str, assumed: dict | None, path: str) -> tuple[str, float]:
-    """The unit of ``ds`` and its factor to trajscale's unit: from its attribute, or as the user states.
-
-    A delta-coded dataset (``h5md.codecs``) keeps its unit in ``trajscale_unit``: its ``unit``
-    names the encoding, so that readers which cannot decode it refuse it.
-    """
+    """The unit of ``ds`` and its factor to trajscale's: from its attribute (or ``trajscale_unit``), or as stated."""
     try:
         unit = attr_str(ds, "trajscale_unit") or attr_str(ds, "unit")
     except ValueError as exc:
@@ -257,10 +242,7 @@ def _plugin_filter(ds: h5py.Dataset) -> tuple[str | None, int | None]:
 
 
 def attr_str(obj, name: str) -> str | None:
-    """A string attribute (bytes, str or a one-element array of either); None when absent.
-
-    Raises ValueError for an attribute that is not one string.
-    """
+    """A string attribute (bytes, str or a one-element array of either); None when absent; else ValueError."""
     try:
         val = obj.attrs.get(name) if name in obj.attrs else None
     except (OSError, TypeError, ValueError) as exc:   # a type h5py cannot read back
@@ -307,11 +289,7 @@ def _object(group: h5py.Group, name: str, path: str):
 
 
 def _dataset(f: h5py.File, name: str, path: str, required: bool = False) -> h5py.Dataset | None:
-    """The dataset at ``name`` (links followed, each checked), None when absent and not ``required``.
-
-    A link that cannot be followed (an external file that is missing, a soft link that loops)
-    and a group where a dataset belongs are errors: HDF5 would name neither the file nor the dataset.
-    """
+    """The dataset at ``name``, links followed and checked (HDF5 names neither); None if absent and not ``required``."""
     parent = f
     parts = name.strip("/").split("/")
     for part in parts:
@@ -356,9 +334,7 @@ def _check_virtual(ds: h5py.Dataset, path: str) -> None:
 
 
 def _fits(source, mapping) -> bool:
-    """Whether ``source`` is a plain dataset that holds what ``mapping`` (a virtual source) maps:
-    the extent its selection was made in, or (a whole-source mapping) as many values as it fills.
-    A virtual source (a chain, or a loop back to the dataset itself) is refused."""
+    """Whether ``source`` is a plain (not virtual) dataset that holds what ``mapping`` (a virtual source) maps."""
     if not isinstance(source, h5py.Dataset) or source.dtype.kind not in "fiu" or source.is_virtual:
         return False
     dims = tuple(mapping.src_space.get_simple_extent_dims())
@@ -387,9 +363,7 @@ MAX_ATOMS = 2**31 - 1
 
 
 def _check_stored(ds: h5py.Dataset, n_frames: int, path: str) -> None:
-    """The frames a dataset claims are stored: a header claiming 10^12 frames never becomes a read
-    (or an allocation) of them.  Unfiltered data: its allocated bytes cover the frames; filtered
-    data: its allocated chunks do; virtual data: its sources were checked."""
+    """The frames a dataset claims are stored (bytes or chunks allocated): a header claiming 10^12 is never read."""
     if n_frames == 0:
         return
     if ds.is_virtual:

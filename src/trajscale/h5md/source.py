@@ -1,9 +1,8 @@
 """The H5MD Source: a particle group's frames read at their chunks' byte addresses, in chunk-aligned slabs.
 
-The walk from a path (or URL) to the bytes: :func:`~.files.open_file` opens the file's byte store and HDF5's
-view of it once; :func:`~.schema.describe` reads the particle group; each field's :class:`~.chunks.ChunkReads`
-executes the read plan (:func:`~.runs.plan_atom_reads`) against the store. HDF5 reads what the chunk
-reader leaves (MPI-IO's reads, a chunk never written).
+:func:`~.files.open_file` opens the byte store and HDF5's view of it once; :func:`~.schema.describe` reads the
+particle group; each field's :class:`~.chunks.ChunkReads` executes the read plan against the store. HDF5 reads
+what the chunk reader leaves (MPI-IO's reads, a chunk never written).
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ MAX_SLAB_BYTES = 256 * 1024**2
 #: Slab size when selected atoms are gathered from their runs: small enough to stay in cache.
 GATHER_SLAB_BYTES = 4 * 1024**2
 META_CACHE_FRAMES = 2_000_000   # box/time/step of up to this many frames are read once (~80 MB)
-#: The file is opened with no chunk cache; datasets whose chunks split xyz get
-#: their own (see :func:`~trajscale.h5md.layout.reader_chunk_cache`).
+#: No file-wide chunk cache; datasets whose chunks split xyz get their own (:func:`~.layout.reader_chunk_cache`).
 CHUNK_CACHE_BYTES = 0
 #: Most hash slots of a dataset's chunk cache (8 bytes each): far more than its bytes hold chunks.
 MAX_CACHE_SLOTS = 1_000_003
@@ -51,8 +49,7 @@ STORED_ATOM_LABELS = ("name", "resname", "resid", "segid", "mass")
 
 
 class FrameMeta(NamedTuple):
-    """Box, time and step of consecutive frames: ``(F, 6)`` float32 Å/degrees, ``(F,)`` float64 ps,
-    ``(F,)`` int64."""
+    """Box, time and step of consecutive frames: ``(F, 6)`` float32 Å/degrees, ``(F,)`` float64 ps, ``(F,)`` int64."""
 
     box: np.ndarray
     time: np.ndarray
@@ -61,34 +58,26 @@ class FrameMeta(NamedTuple):
 
 @dataclass(slots=True)
 class Described:
-    """A file's particle group as described once in this process (an entry of ``_DESCRIBED``).
-
-    ``layout`` is filled on the first :meth:`H5MDSource.layout_summary` and then kept;
-    ``key`` (the file's identity, group and assumed units) also keys ``_FILE_META``.
-    """
+    """A file's particle group as described once in this process (``layout`` filled on first ask; ``key``)."""
 
     info: H5MDInfo
     key: tuple
     layout: LayoutFacts | None = None
 
 
-#: Files described in this process: their schema (and layout facts, once asked), keyed by
-#: the file's identity, so repeated runs on one file in one process walk its schema once;
-#: a rewritten file (another inode, size or mtime) is described anew.
+#: Files described in this process, keyed by the file's identity: repeated runs walk its schema once; a
+#: rewritten file (another inode, size or mtime) is described anew.
 _DESCRIBED: OrderedDict[tuple, Described] = OrderedDict()
 DESCRIBED_MAX = 64
-#: Box, time and step of whole files read in this process, by the same key: repeated runs on a
-#: file in one process read them once (a visible share of a short run on a small selection); only
-#: files whose frame data take at most META_MEMO_BYTES, and the last META_MEMO_FILES of them
-#: (<= 32 MiB in all).
+#: Box, time and step of whole files read in this process, by the same key (a visible share of a short run on
+#: a small selection): files of at most META_MEMO_BYTES of them, the last META_MEMO_FILES (<= 32 MiB in all).
 _FILE_META: OrderedDict[tuple, FrameMeta] = OrderedDict()
 META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
 
 
 def _described(f, group: str | None, assume_units: str | None, identity: tuple) -> Described:
-    """``f``'s particle group described, from the memo if the file is unchanged (``identity``: its bytes',
-    :attr:`~trajscale.storage.bytestore.ByteStore.identity`)."""
+    """``f``'s particle group described, from the memo if the file (its store's ``identity``) is unchanged."""
     key = (identity, group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:
@@ -121,12 +110,8 @@ SHIPPED = ("storage_options", "identity", "round_trip", "chunk_index", "metadata
 
 
 class H5MDSource(Source):
-    """Read an H5MD file's particle group in slabs.
-
-    The file's bytes are one byte store (a local file, or the object behind a URL), opened once
-    (:func:`~.files.open_file`); HDF5 reads its metadata, and the one chunk reader (:mod:`.chunks`)
-    reads its frames at their byte addresses from the store. What HDF5 alone reads (MPI-IO's reads,
-    a chunk never written) goes through HDF5.
+    """Read an H5MD file's particle group in slabs, from one byte store (a local file, or the object behind a
+    URL): HDF5 reads the metadata, the chunk reader (:mod:`.chunks`) the frames at their byte addresses.
 
     Parameters
     ----------
@@ -148,12 +133,9 @@ class H5MDSource(Source):
         The file's bytes, opened already (the format registry's store: read through, and closed with the
         Source); None: opened here from ``path``.
     **shipped
-        ``storage_options``: for a URL, the options it is read with (None: the run's, see
-        :mod:`trajscale.storage`). For a URL, what the process that prepared the run found
-        (:meth:`remote_state`: ``identity``, ``round_trip``, ``chunk_index``, ``metadata``, the
-        ``storage_options`` it read with): a worker
-        checks the object's identity, reads by the chunk addresses, never HDF5's B-tree, and opens the
-        file from the metadata bytes without a request.
+        For a URL: ``storage_options`` (None: the run's, see :mod:`trajscale.storage`), and what the preparing
+        process found (:meth:`remote_state`): a worker checks the object's identity, reads by the chunk
+        addresses, never HDF5's B-tree, and opens the file from the metadata bytes without a request.
     """
 
     kind = "h5md"
@@ -170,8 +152,7 @@ class H5MDSource(Source):
     stores_atom_labels = True
     reads_urls = True
     reads_given_store = True
-    #: HDF5's file lock on open: None keeps HDF5's default (on, unless ``HDF5_USE_FILE_LOCKING`` said
-    #: otherwise before the process's first open); False reads a file a writer holds open.
+    #: HDF5's file lock on open: None keeps HDF5's default; False reads a file a writer holds open.
     file_locking: bool | None = None
 
     def __init__(self, path: str, group: str | None = None, driver: str | None = None,
@@ -189,7 +170,7 @@ class H5MDSource(Source):
         self.file = self._h5.file
         self._driver = self._h5.driver
         self._collective = bool(collective and self._driver == "mpio")
-        self._dxpl = None   # HDF5's default transfer: independent I/O
+        self._dxpl = None   # independent I/O
         if self._collective:
             self._dxpl = h5py.h5p.create(h5py.h5p.DATASET_XFER)
             self._dxpl.set_dxpl_mpio(h5py.h5fd.MPIO_COLLECTIVE)
@@ -202,7 +183,7 @@ class H5MDSource(Source):
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InputFileError(self._path, f"cannot be read as H5MD ({why}): the file is damaged") from None
         except BaseException:
-            self.close()   # a failing open leaks no HDF5 handle and no descriptor
+            self.close()
             raise
         self._meta: FrameMeta | None = None
         self._meta_start = 0
@@ -227,8 +208,7 @@ class H5MDSource(Source):
 
     @classmethod
     def guess_can_open(cls, path: str) -> bool:
-        """An HDF5 file with H5MD's ``h5md`` and ``particles`` groups (xarray's ``guess_can_open``: a NetCDF-4
-        file, HDF5 too, is not claimed)."""
+        """HDF5 with H5MD's ``h5md`` and ``particles`` groups (a NetCDF-4 file, HDF5 too, is not claimed)."""
         if cls.guess_format(path) is None:
             return False
         try:
@@ -245,14 +225,12 @@ class H5MDSource(Source):
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
-        """Every particle group, and the layout and read amplification of ``request.group`` (or the file's
-        only one): :func:`~.inspect.inspect_file`."""
+        """:func:`~.inspect.inspect_file` of ``request.group`` (or the file's only one)."""
         from .inspect import inspect_file
 
         return inspect_file(path, request.group, request.assume_units)
 
     def stored_units(self) -> dict[str, str | None]:
-        """The file's unit attributes (H5MD's unit strings), per quantity."""
         return dict(self.info.units)
 
     @property
@@ -270,12 +248,10 @@ class H5MDSource(Source):
         return out
 
     def read_observables(self, names, start: int, stop: int) -> dict[str, np.ndarray]:
-        """Frames ``[start, stop)`` of each of :meth:`observables` ``names`` (``observables/NAME/value``)."""
         return {name: self.file["observables"][name]["value"][start:stop] for name in names}
 
     def stored_atom_labels(self) -> dict[str, np.ndarray]:
-        """The labels the particle group stores beside the frames (:data:`STORED_ATOM_LABELS`, one value per
-        atom; strings as ``str``); none for a group that stores no ``name``."""
+        """:data:`STORED_ATOM_LABELS` stored in the group (strings as ``str``); none where it stores no ``name``."""
         group = self.file.get(f"particles/{self.info.group}")
         if not isinstance(group, h5py.Group) or not isinstance(group.get("name"), h5py.Dataset):
             return {}
@@ -293,14 +269,11 @@ class H5MDSource(Source):
         self._datasets = {fl: _with_chunk_cache(self.file, self.info.dataset(fl)) for fl in self.info.fields}
         for ds in self._datasets.values():
             ensure_filters(ds)
-        #: field -> codec of a delta-coded dataset (decoded here; h5md.codecs)
         try:
             self._deltas = {fl: c for fl, ds in self._datasets.items() if (c := deltas_of(ds))}
         except ValueError as exc:
             raise InputFileError(self._path, str(exc)) from None
-        # Every field is read at its chunks' byte addresses (hdf5.chunks), except under MPI-IO, whose
-        # reads (collective or not) stay MPI-IO's.
-        if self._h5.reads_at_addresses:
+        if self._h5.reads_at_addresses:   # (not under MPI-IO, whose reads stay MPI-IO's)
             for fl, ds in self._datasets.items():
                 reads = self._chunk_reads(fl, ds)
                 if reads is not None:
@@ -309,8 +282,7 @@ class H5MDSource(Source):
         self._periodic = any(b == "periodic" for b in self.info.boundary)
 
     def _chunk_reads(self, fl: str, ds) -> ChunkReads | None:
-        """The chunk reader of field ``fl``: by the chunk addresses the preparing process shipped, else by
-        this process's own (looked up as the chunks are read)."""
+        """Field ``fl``'s chunk reader: by the shipped chunk addresses, else by its own (looked up as read)."""
         in_place = self._h5.hdf5_reads_chunks   # (HDF5 reads the bytes itself: its read costs no round trip)
         cfg = (self._shipped_index or {}).get(fl)
         index = ChunkIndex.from_config(cfg) if cfg is not None else \
@@ -321,17 +293,8 @@ class H5MDSource(Source):
 
     path = property(attrgetter("_path"))
 
-    @property
-    def store(self) -> ByteStore:
-        """The file's bytes: what the frames are read from."""
-        return self._h5.store
-
-    @property
-    def collective(self) -> bool:
-        """True when this source's reads are collective MPI-IO calls."""
-        return self._collective
-
-    # The file's frames, atoms, frames per chunk and fields, as its schema (``info``) read them.
+    store = property(attrgetter("_h5.store"))
+    collective = property(attrgetter("_collective"))
     n_frames = property(attrgetter("info.n_frames"))
     n_atoms = property(attrgetter("info.n_atoms"))
     chunk_frames = property(attrgetter("info.chunk_frames"))
@@ -345,17 +308,14 @@ class H5MDSource(Source):
         return config
 
     def remote_state(self) -> dict | None:
-        """What a worker needs to open and read the file without walking its metadata over the network
-        (a URL's storage options, identity, chunk addresses and the HDF5 metadata bytes this process
-        read, the shortest round trip it saw); None where the path says it all (a local file). A
-        segment index ships it per part."""
+        """What a worker needs to read the file without walking its metadata over the network; None if local."""
         state = self._h5.state()
         if state is None:
             return None
         return {**state, "chunk_index": self._index_config(), "metadata": self._h5.metadata(self._preload_meta)}
 
     def _preload_meta(self) -> None:
-        """Every frame's box, time and step, read before the metadata is taken (a worker's first read)."""
+        """Every frame's box, time and step, read before the metadata is shipped (a worker's first read)."""
         from ..storage.fileobj import SHIP_BYTES
 
         if 2 <= self.n_frames and self.n_frames * FRAME_META_BYTES <= SHIP_BYTES // 4:
@@ -372,8 +332,7 @@ class H5MDSource(Source):
         return self._shipped_index
 
     def remote_stats(self) -> dict | None:
-        """What reading this source's bytes cost over the network (requests, bytes, wait_s, retries); None
-        for a local file."""
+        """Network cost of this source's reads (requests, bytes, wait_s, retries); None for a local file."""
         return self._h5.fetched()
 
     def layout_summary(self) -> LayoutFacts:
@@ -381,22 +340,19 @@ class H5MDSource(Source):
 
         if self._described.layout is None:
             self._described.layout = layout_facts(self.info, self._h5.store.size, self._h5.opens_collectively)
-        # fields read at their byte addresses whole frames at a time (hdf5.chunks)
         direct = tuple(sorted(fl for fl, r in self._reads.items() if r.index.whole_frames and fl not in self._deltas))
         return dataclasses.replace(self._described.layout, direct_reads=direct)
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # the runs (or span, or whole frame) read, plus the copy of the selected atoms; a delta-coded
-        # field decodes every atom up to the last one asked for (all of them for ``deltas``)
+        # the runs read plus the selected atoms' copy; a delta-coded field decodes up to the last atom asked
         plan = plan_atom_reads(atoms, self.n_atoms)
         return sum(plan.bytes_per_frame() if fl not in self._deltas else
                    (self._delta_width(fl, plan) + len(plan.index if plan.index is not None else ())) * 12
                    for fl in fields) + FRAME_META_BYTES + self._ahead_bytes_per_frame(fields, plan)
 
     def _ahead_bytes_per_frame(self, fields: tuple[str, ...], plan) -> int:
-        """Where reads fetch ahead: the bytes the read-ahead holds per frame of the next block (its fetched
-        bytes: the runs' span of a frame, or the stored chunks' share of one), counted in the block budget."""
+        """Bytes the read-ahead holds per frame of the next block (counted in the block budget)."""
         if not self.reads_ahead:
             return 0
         total = 0
@@ -407,7 +363,7 @@ class H5MDSource(Source):
             idx = reads.index
             if fl not in self._deltas and idx.whole_frames:
                 total += plan.n_columns * 12
-            else:   # whole stored chunks (compressed or split): at most every chunk's bytes, per frame
+            else:   # whole stored chunks (compressed or split)
                 if not idx.complete:
                     idx.locate(self._datasets[fl], np.arange(len(idx.offsets)))
                 total += -(-int(idx.sizes.sum()) // max(1, idx.shape[0]))
@@ -419,9 +375,7 @@ class H5MDSource(Source):
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """Where reads fetch ahead (bytes behind a URL): start fetching what ``read(start, stop, atoms,
-        fields, stride)`` will fetch, while the caller maps the block it has (the read then takes the bytes
-        as they come). Elsewhere, a range out of bounds or a read through HDF5: nothing."""
+        """Behind a URL: start fetching what ``read(...)`` of the same arguments will fetch; elsewhere nothing."""
         if not self.reads_ahead or not 0 <= start < stop <= self.n_frames:
             return
         if any(fl not in self._datasets for fl in fields):
@@ -456,8 +410,7 @@ class H5MDSource(Source):
         return self._deltas[fl].atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
 
     def _gather_slab_bytes(self) -> int:
-        """Bytes of a slab the selected atoms are gathered from: cache-sized, unless each read is one
-        batch of requests (a URL) or one collective call (MPI-IO)."""
+        """Cache-sized, unless each read is one batch of requests (a URL) or one collective call (MPI-IO)."""
         return MAX_SLAB_BYTES if self._collective or self._h5.latency_bound else GATHER_SLAB_BYTES
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
@@ -503,14 +456,9 @@ class H5MDSource(Source):
     def _frame_meta(self, start: int, stop: int, stride: int = 1) -> FrameMeta:
         """Box, time and step of frames [start, stop).
 
-        Three small HDF5 reads per block cost as much as reading megabytes of
-        coordinates (each is a whole HDF5 call), so they are read once for a
-        span: the one :meth:`preload_frame_meta` named (an MPI rank's share),
-        else the whole file on the first block read (kept for the process's next
-        sources on the unchanged file when small).  Single frames (the first
-        frame and the reference, read while a job is prepared) are read alone
-        unless the file's are kept.  Blocks get copies.
-        """
+        Three small HDF5 calls per block cost as much as megabytes of coordinates, so they are read once for
+        the span :meth:`preload_frame_meta` named (a rank's share), else the whole file on the first block
+        (memoised when small). Single frames are read alone unless the file's are kept. Blocks get copies."""
         key = self._described.key
         if self._meta is None and (kept := _FILE_META.get(key)) is not None:
             _FILE_META.move_to_end(key)
@@ -537,7 +485,6 @@ class H5MDSource(Source):
                          self.info.step.values(self.file, start, stop, np.int64))
 
     def _read_field(self, fl: str, start: int, stop: int, stride: int, plan) -> np.ndarray:
-        """Frames ``start:stop:stride`` of field ``fl``: the plan's atom runs, then its columns."""
         n = len(range(start, stop, stride))
         if fl in self._deltas:
             out = self._read_deltas(fl, start, n, stride, plan)
@@ -553,8 +500,7 @@ class H5MDSource(Source):
         return out
 
     def _read_at_addresses(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray | None:
-        """The whole plan in one call of the chunk reader (a local descriptor's compiled gather, or one
-        run gathered from each frame's bytes as they come); None where it is read by slabs."""
+        """The whole plan in one call of the chunk reader; None where it is read by slabs."""
         reads = self._reads.get(fl)
         if reads is None or not n or not plan.n_columns:
             return None
@@ -563,16 +509,13 @@ class H5MDSource(Source):
         return out if reads.read(start, n, stride, plan.runs, plan.index, out) else None
 
     def _read_slabs(self, fl: str, start: int, n: int, stride: int, plan) -> np.ndarray:
-        """The plan's runs read in slabs, then its columns."""
         if plan.index is None:
             out = self._out_array(fl, (n, plan.n_columns, 3))
             for i, j in self._slabs(start, n, stride, plan.n_columns) if n and plan.n_columns else ():
                 self._read_rows(fl, plan.runs, out[i:j], start + i * stride, stride)
             return out
-        # The runs in cache-sized slabs, each gathered into the selected atoms while it
-        # is still in cache (a gather from a whole 80 MB span cost as much as reading it).
-        # (Collective MPI-IO reads keep whole slabs: every rank must make the same calls; a URL's slabs are
-        # large: each is one batch of concurrent requests.)
+        # Cache-sized slabs, each gathered while in cache (a gather from a whole 80 MB span costs as much as
+        # reading it); collective MPI-IO and a URL keep large slabs (same calls on every rank; one batch).
         out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
         slabs = list(self._slabs(start, n, stride, plan.n_columns, self._gather_slab_bytes())) \
             if n and plan.n_columns else []
@@ -584,9 +527,7 @@ class H5MDSource(Source):
         return out
 
     def _delta_slabs(self, fl: str, start: int, n: int, stride: int, width: int) -> tuple[list, bool]:
-        """How a delta-coded field's rows are cut: (slabs, chunk by chunk). Chunk by chunk where the chunk
-        reader decodes a chunk of whole frames straight into the buffer (each decoded right after Blosc
-        wrote it, while it is in cache), else in slabs."""
+        """(slabs, chunkwise): chunkwise where whole-frame chunks decode straight into the buffer."""
         reads = self._reads.get(fl)
         if (reads is not None and reads.decodes_in_place and reads.index.frame_chunks and stride == 1 and n
                 and width == self._datasets[fl].shape[1]):
@@ -629,22 +570,15 @@ class H5MDSource(Source):
         return out
 
     def _read_rows(self, fl: str, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:
-        """Rows ``first, first + stride, ...`` of every atom run of field ``fl``, side by side into ``out``:
-        by the chunk reader, else (MPI-IO, a chunk never written) through HDF5."""
+        """Rows ``first::stride`` of every atom run, side by side into ``out``: by the chunk reader, else HDF5."""
         reads = self._reads.get(fl)
         if reads is None or not reads.read_runs(runs, out, first, stride):
             self._read_runs(self._datasets[fl], runs, out, first, stride)
 
     def _read_runs(self, ds, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> None:
-        """Rows ``first, first + stride, ...`` of every atom run, side by side into ``out``, through HDF5.
-
-        One regular hyperslab read per run (an OR of hyperslabs is an irregular
-        selection HDF5 reads far slower).  The reads go chunk row by chunk row
-        (a row: the chunks of the same frames) when strided (HDF5 1.10 maps a
-        strided selection onto chunks far slower than a read per row) or when
-        a compressed chunk would be decoded once per run: all runs of a row are
-        read while the dataset's chunk cache holds it.
-        """
+        """Through HDF5: one regular hyperslab per run (an OR of hyperslabs is an irregular selection HDF5
+        reads far slower), chunk row by chunk row when strided (HDF5 1.10 maps a strided selection slowly) or
+        when a compressed chunk would be decoded once per run (all runs of a row read while cached)."""
         rows = [(0, len(out))]
         filtered = len(runs) > 1 and ds.id.get_create_plist().get_nfilters()
         # (collective reads need the same calls on every rank: one per run, never per row)

@@ -1,10 +1,8 @@
 """Write one particle group of an H5MD 1.1 file (layout: see ``h5md.schema``).
 
-Crash consistency: the frame count of an H5MD file is the length of ``step``
-(and ``time``).  The per-frame data is written first, into datasets reserved
-ahead of it, the file flushed, and only then do ``step``/``time`` grow
-(:meth:`H5MDWriter.commit`), so a reader - or a file left by a killed job -
-never counts a frame whose data is incomplete.
+Crash consistency: the frame count of an H5MD file is the length of ``step`` (and ``time``). The per-frame data
+is written first, the file flushed, and only then do ``step``/``time`` grow (:meth:`H5MDWriter.commit`), so a
+reader, or a file left by a killed job, never counts a frame whose data is incomplete.
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ class H5MDWriter:
     n_atoms
         Atoms per frame.
     n_frames
-        Total frames, if known: required for the contiguous layout and lets
-        chunked datasets be allocated once.
+        Total frames, if known: required for the contiguous layout; lets chunked datasets be allocated once.
     layout
         Chunk shape and compression of the per-atom datasets.
     fields
@@ -51,29 +48,22 @@ class H5MDWriter:
     box
         ``"cuboid"``, ``"triclinic"`` or ``None`` (no periodic box).
     units
-        Unit string per quantity (position, box, velocity, force, time) to
-        write in; default trajscale's own (MDAnalysis's base units). Data
-        handed to :meth:`write` is always in trajscale's units and converted
-        here.
+        Unit string per quantity (position, box, velocity, force, time) to write in (default: MDAnalysis's base
+        units); :meth:`write` takes data in trajscale's units and converts it.
     species, masses, charges, ids, names, resids, resnames, segids
-        Time-independent per-particle data, written when given (the residues as
-        non-standard datasets, so that the file is its own topology:
-        :mod:`trajscale.topology.h5md`).
+        Time-independent per-particle data, written when given (the residues as non-standard datasets, so the
+        file is its own topology: :mod:`trajscale.topology.h5md`).
     driver, comm, mpi_info
-        ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every
-        rank runs the same calls (HDF5 metadata operations are collective).
+        ``driver="mpio"`` with an MPI communicator (and MPI-IO hints): every rank runs the same calls.
     precision, encoding
-        Store positions rounded to ``precision`` Å, as ``"floats"``, ``"deltas"`` or
-        ``"deltas32"`` (:mod:`trajscale.h5md.codecs`); None (the default) is lossless.
+        Store positions rounded to ``precision`` Å, as ``"floats"``, ``"deltas"`` or ``"deltas32"``
+        (:mod:`trajscale.h5md.codecs`); None (the default) is lossless.
     reference
-        ``"deltas"``: the trajectory's first frame (positions in Å), from which the
-        atoms' references are planned.  Writers of parts of one output (segments,
-        ranks) must all pass it; a writer of a whole file may leave it to the
-        first frame it writes.
+        ``"deltas"``: the trajectory's first frame (Å), from which the atoms' references are planned. Writers of
+        parts of one output must all pass it; a writer of a whole file may leave it to its first frame.
     """
 
-    #: the MPI communicator of an ``mpio`` file; bytes of storage given to datasets since the last flush;
-    #: the file's name if it was renamed while open (:meth:`renamed`)
+    #: an ``mpio`` file's communicator; storage given to datasets since the last flush; the name if renamed
     _comm, _grown, _renamed = None, 0, None
 
     def __init__(self, path: str | os.PathLike, n_atoms: int, *, n_frames: int | None = None,
@@ -98,8 +88,8 @@ class H5MDWriter:
         self.file = open_h5(path, "w", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}),
                             **self.layout.file_kwargs())
         f = self.file
-        # False until this writer closes (a follower waits for True): made now, so that setting it changes
-        # its value in place, and the root group's header does not grow into a block at the file's end
+        # False until this writer closes (a follower waits for True): made now, so setting it changes the value in
+        # place and the root group's header does not grow into a block at the file's end
         f.attrs[COMPLETE_ATTR] = False
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.array([1, 1], dtype=np.int32)
@@ -121,8 +111,7 @@ class H5MDWriter:
         for el in elements[1:]:   # one step/time shared by all elements: hard links, as the spec allows
             el["step"] = first["step"]
             el["time"] = first["time"]
-        # The spec (and MDAnalysis) require a box group; without periodicity it
-        # says so in ``boundary`` and has no edges.
+        # The spec (and MDAnalysis) require a box group; without periodicity ``boundary`` says so (no edges).
         b = pg.create_group("box")
         b.attrs["dimension"] = np.int32(3)
         b.attrs["boundary"] = np.array([b"periodic" if box else b"none"] * 3, dtype="S8")
@@ -141,10 +130,8 @@ class H5MDWriter:
                                       ("segid", segids)) if arr is not None}
         for name, arr in topology.items():   # (their bytes are written last, below)
             pg.create_dataset(name, shape=arr.shape, dtype=arr.dtype)
-        # The per-atom datasets after every other object: their storage is allocated as they are created
-        # (_dataset_kw), and an object created after them would lie beyond it, at the file's end. So the
-        # file's structure is in its first kilobytes, where a reader over the network finds it in one
-        # request; the topology's bytes follow the frames.
+        # The per-atom datasets after every other object (their storage is allocated on creation), so the file's
+        # structure is in its first kilobytes, where a reader over the network finds it in one request.
         for fl, el in zip(self.fields, elements, strict=True):
             el.create_dataset("value", **self._dataset_kw(),
                               dtype=stored_dtype(self._lossy) if fl == "position" else np.float32)
@@ -160,13 +147,7 @@ class H5MDWriter:
     @classmethod
     def reopen(cls, path: str | os.PathLike, n_written: int, n_frames: int | None = None, *,
                driver: str | None = None, comm=None, mpi_info=None) -> H5MDWriter:
-        """Continue a file this class wrote (an interrupted write) after its first ``n_written`` frames.
-
-        ``n_written`` is what the caller's progress record counted (never more
-        than the file committed); ``step``/``time`` are cut back to it and the
-        next :meth:`write` continues there.  ``driver="mpio"`` with ``comm``
-        reopens it on every rank (as in ``__init__``).
-        """
+        """Continue an interrupted write after its first ``n_written`` frames (``step``/``time`` cut back to it)."""
         self = cls.__new__(cls)
         self._comm = comm
         self.file = f = open_h5(path, "r+", driver=driver, comm=comm, **({"info": mpi_info} if mpi_info else {}))
@@ -222,9 +203,8 @@ class H5MDWriter:
         kw = {"shape": (n or 0, self.n_atoms, 3), "maxshape": (None, self.n_atoms, 3), "chunks": chunks}
         kw.update(self.layout.h5py_kwargs())
         if not self.layout.compression and chunks is not True:
-            # Chunks allocated when the dataset is created or grown (reserve), not when
-            # first written: writing a frame then changes no file metadata, so a job
-            # killed mid-frame leaves the last flushed metadata intact.
+            # Chunks allocated on creation or growth, not first write: writing a frame then changes no metadata,
+            # so a job killed mid-frame leaves the last flushed metadata intact.
             kw["dcpl"] = early_allocation()
         return kw
 
@@ -269,8 +249,7 @@ class H5MDWriter:
         self.commit(b, step, time)
 
     def encode_positions(self, values: np.ndarray) -> np.ndarray:
-        """Lossy ``values`` (file units) as the position dataset stores them; a delta codec not planned
-        yet (no reference was given) is planned from ``values[0]``, the first frame written."""
+        """Lossy ``values`` (file units) as the position dataset stores them (an unplanned codec: ``values[0]``)."""
         if self._codec is None and self._lossy["trajscale_encoding"] != "floats":
             self._plan_codec(values[0])
         return encode(values, self._lossy, self._codec)
@@ -289,16 +268,10 @@ class H5MDWriter:
                fsync: bool = False) -> None:
         """Count frames ``[n_written, n)``: flush their data, then grow step/time.
 
-        Under ``mpio`` every rank calls this (flush and resize are collective);
-        only the rank(s) passing ``step``/``time`` write those values.  With
-        ``publish`` (the default) the grown step/time are flushed too, so a reader
-        opening the file now, or the file a killed process leaves, counts the
-        frames; without, they reach the file with the next commit's first flush
-        (or at close): one flush per frame instead of two (under ``mpio`` each is
-        an ``MPI_File_sync``), the file a frame behind.  ``fsync`` then asks the
-        operating system to put the file on the disk (a power loss keeps the
-        frames); under ``mpio`` the flush is that already.
-        """
+        Under ``mpio`` every rank calls this (collective); only the ranks passing ``step``/``time`` write them.
+        With ``publish`` the grown step/time are flushed too, so a reader now (or a killed job's file) counts the
+        frames; without, one flush per frame instead of two, the file a frame behind. ``fsync`` then puts the file
+        on the disk (under ``mpio`` the flush is that already)."""
         a = self.n_written
         if n <= a:
             return
@@ -329,14 +302,8 @@ class H5MDWriter:
         return [ds.name for ds in self._per_frame()] + [first["step"].name, first["time"].name]
 
     def preallocate(self) -> list[str]:
-        """Size every per-frame dataset, step and time included, for all ``n_frames`` frames and allocate
-        its storage now; return their names (:meth:`per_frame_names`).
-
-        Other processes then write the frames' bytes at fixed addresses
-        (:mod:`trajscale.h5md.direct_write`) and nothing here writes frames.
-        The file counts every frame from now on, so it must stay under a
-        temporary name until the caller has counted them all.
-        """
+        """Size and allocate every per-frame dataset for all ``n_frames`` frames; return their names. Workers then
+        write at fixed addresses; the file counts every frame now, so it stays under a temporary name."""
         n = self.n_frames_total
         if n is None:
             raise ValueError("preallocate needs the number of frames in advance")
@@ -359,11 +326,7 @@ class H5MDWriter:
         return out + list(self._obs.values())
 
     def reserve(self, n: int) -> None:
-        """Room for ``n`` frames in every per-frame dataset (step/time excepted).
-
-        Datasets of unknown length grow ahead, ~GROW_BYTES at a time, so most
-        frames change no metadata.  Collective under ``mpio``.
-        """
+        """Room for ``n`` frames in every per-frame dataset but step/time (grown ~GROW_BYTES ahead; collective)."""
         pos = self._pg[self.fields[0]]["value"]
         if n <= pos.shape[0]:
             return
@@ -379,15 +342,13 @@ class H5MDWriter:
             self._resize(ds, new)
 
     def close(self, abandoned: bool = False) -> None:
-        """Close the file; warn about missing frames unless the write is ``abandoned`` (an error or
-        interrupt, which the caller reports: its temporary file means nothing to the user)."""
+        """Close the file; warn about missing frames unless ``abandoned`` (an error the caller reports)."""
         if self.file.id.valid:
             if not abandoned and self.n_frames_total is not None and self.n_written != self.n_frames_total:
                 log.warning("%s: %d of %d frames written", self.file.filename, self.n_written,
                             self.n_frames_total)
-            # Drop the rows reserved ahead, except those an interrupted write of a known length
-            # fills on resume: HDF5 forgets freed space at close, so dropping them and growing
-            # again on resume would place the rows' chunks anew at the end of the file each time.
+            # Drop the rows reserved ahead, except those a resumed write of known length fills (HDF5 forgets
+            # freed space at close: regrowing would place the chunks anew at the file's end each time).
             keep = abandoned and self.n_frames_total is not None
             if not self._contiguous and not keep:
                 for ds in self._per_frame():
@@ -400,8 +361,7 @@ class H5MDWriter:
             trim_cover(path, cover)
 
     def _flush(self) -> None:
-        """Flush, the file first extended to the space allocated in it: a process killed during the flush
-        leaves a file HDF5 opens."""
+        """Flush, the file first extended to its allocated space (a kill mid-flush leaves a file HDF5 opens)."""
         cover = self._cover_allocated()
         self.file.flush()
         trim_cover(self._path_now(), cover)
@@ -447,8 +407,7 @@ def in_file_units(arr: np.ndarray, f: float, dtype=np.float32) -> np.ndarray:
 
 
 def box_edges(box: np.ndarray | None, k: int, f: float, kind: str | None) -> np.ndarray:
-    """``(k, 6)`` box dimensions (None: no box) as H5MD edges of ``kind`` (``"triclinic"``/``"cuboid"``),
-    lengths divided by the file unit's factor ``f``."""
+    """``(k, 6)`` box dimensions (None: none) as H5MD edges of ``kind``, lengths divided by the unit factor ``f``."""
     if box is None:
         box = np.zeros((k, 6), np.float32)
     box = np.array(box, dtype=np.float64)
@@ -459,14 +418,7 @@ def box_edges(box: np.ndarray | None, k: int, f: float, kind: str | None) -> np.
 
 
 def early_allocation() -> h5py.h5p.PropDCID:
-    """Dataset creation properties: storage allocated when the dataset is created (or grown), without
-    fill values written into it.
-
-    Every frame is written before step/time count it, so a fill would only be
-    written and then overwritten, and would double what the final fsync writes
-    back.  Space a new file allocates reads
-    as zeros until written.
-    """
+    """Creation properties: storage allocated on creation or growth, no fill written (a fill doubles the fsync)."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)

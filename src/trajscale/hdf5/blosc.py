@@ -1,16 +1,9 @@
 """Blosc-compressed chunks decompressed straight into the reader's buffer.
 
-HDF5 reads a filtered chunk by decompressing it into a buffer of its own (the
-chunk cache, or a temporary one) and copying the selection out of it.  For
-delta-coded positions (``h5md.codecs``), read in whole chunk-aligned rows
-anyway, that copy is a quarter of the read.  Here the chunk reader
-(:class:`~.chunks.ChunkReads`) hands a chunk's stored bytes, read from the
-file's byte store, to Blosc - the library hdf5plugin's own filter runs, called
-through its public ``blosc_decompress_ctx`` - which writes them into the
-caller's buffer, where the decoder finds them still in cache.
-
-Only a dataset whose one filter is Blosc takes this path; a chunk whose filter
-was skipped or a size that does not match is decoded by HDF5's pipeline.
+HDF5 decompresses a filtered chunk into a buffer of its own and copies the selection out: for delta-coded
+positions, read in whole chunks anyway, a quarter of the read. Here the chunk reader hands the stored bytes to
+hdf5plugin's Blosc (its public ``blosc_decompress_ctx``), which writes into the caller's buffer, still in cache
+for the decoder. Only a dataset whose one filter is Blosc takes this path; anything else is HDF5's.
 """
 
 from __future__ import annotations
@@ -50,9 +43,7 @@ def _decompress():
 
 
 def blosc_decompressor(ds: h5py.Dataset) -> Callable[[bytes, np.ndarray], bool] | None:
-    """``decompress(raw, out) -> bool`` for the chunks of ``ds`` (a stored chunk into ``out``, a whole
-    chunk's C-contiguous buffer; False when the size does not match), or None when Blosc is not its one
-    filter or its library is not here."""
+    """``decompress(raw, out) -> bool`` for ``ds``'s chunks, or None when Blosc is not its one filter, or absent."""
     dcpl = ds.id.get_create_plist()
     if dcpl.get_nfilters() != 1 or dcpl.get_filter(0)[0] != BLOSC_ID:
         return None

@@ -1,23 +1,17 @@
 """The one chunk reader of H5MD: a dataset's frames read at its chunks' byte addresses, from any byte store.
 
-One chunk-address lookup (:class:`ChunkIndex`): every chunk's byte address, stored size and filter mask as
-HDF5 gives them (``H5Dget_chunk_info_by_coord``). The process that reads a dataset looks up the chunks it
-reads as it meets them, once per process and file version (:func:`chunk_index`: a session's repeated runs
-on a file skip the lookups). A process that prepares a run on a file behind a URL looks them all up
-(:meth:`ChunkIndex.to_config`) and they travel with the Source's config, so its workers never walk HDF5's
-B-tree over the network.
+:class:`ChunkIndex` holds every chunk's byte address, stored size and filter mask as HDF5 gives them
+(``H5Dget_chunk_info_by_coord``), looked up as the chunks are met, once per process and file version
+(:func:`chunk_index`). A process preparing a run on a URL looks them all up (:meth:`ChunkIndex.to_config`) and
+ships them in the Source's config, so workers never walk HDF5's B-tree over the network.
 
-One chunk reader (:class:`ChunkReads`) executes the read plan (frames, atom runs side by side, the asked
-atoms' columns) against any :class:`~trajscale.storage.bytestore.ByteStore`:
+:class:`ChunkReads` executes the read plan against any :class:`~trajscale.storage.bytestore.ByteStore`:
 
-* uncompressed chunks holding whole frames, or contiguous storage: each frame's runs at ``chunk address +
-  frame offset + atom offset``. A store with a local descriptor is read by the compiled gather
-  (:mod:`trajscale.storage.pread`: each frame's runs ``pread`` into a row that stays in cache, the asked
-  atoms gathered from it while they are there); any other by ranges, those closer than the store's
-  ``merge_gap`` merged into one request and the requests concurrent (:func:`read_coalesced`);
-* any other chunk (compressed, or split along atoms): the whole stored chunk, decoded: Blosc straight into
-  the buffer (:mod:`.blosc`), any other filter by HDF5's own pipeline on an in-memory dataset
-  (:class:`ChunkDecoder`: every filter HDF5 and hdf5plugin decode works; delta codecs decode after it).
+* whole-frame unfiltered chunks, or contiguous storage: each frame's runs at ``chunk address + frame offset +
+  atom offset``, by the compiled gather on a local descriptor (:mod:`trajscale.storage.pread`), else by
+  coalesced concurrent ranges (:func:`read_coalesced`);
+* any other chunk: the whole stored chunk, decoded: Blosc straight into the buffer (:mod:`.blosc`), any other
+  filter by HDF5's own pipeline on an in-memory dataset (:class:`ChunkDecoder`).
 
 A chunk never written (HDF5 gives its fill value) or a short read is left to HDF5: the read returns False.
 """
@@ -64,12 +58,7 @@ _decoder_ids = itertools.count()
 
 
 def ineligible(ds: h5py.Dataset) -> str | None:
-    """Why rows of ``ds`` cannot be read (or written) at their chunks' byte addresses, or None.
-
-    Rows must be numbers, in the file's own storage (not virtual or external) of a file without a
-    userblock (HDF5's addresses start after it). Byte order, filters and the chunk shape are the
-    reader's business (:attr:`ChunkIndex.whole_frames`).
-    """
+    """Why rows of ``ds`` cannot be read (or written) at their chunks' byte addresses, or None."""
     if ds.ndim < 1 or ds.dtype.kind not in "biuf":
         return "not numbers"
     if ds.is_virtual or ds.external:
@@ -80,8 +69,7 @@ def ineligible(ds: h5py.Dataset) -> str | None:
 
 
 def chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]) -> tuple[int, int, int]:
-    """(byte offset, stored size, filter mask) of the chunk of ``ds`` at ``coord`` (its first element), with
-    :data:`NEVER_WRITTEN` as the offset of a chunk never written: the one chunk-address lookup."""
+    """(byte offset, stored size, filter mask) of the chunk at ``coord``; offset :data:`NEVER_WRITTEN` if unwritten."""
     try:
         info = ds.id.get_chunk_info_by_coord(coord)
     except (KeyError, ValueError, RuntimeError, OSError):
@@ -92,8 +80,7 @@ def chunk_info(ds: h5py.Dataset, coord: tuple[int, ...]) -> tuple[int, int, int]
 
 
 def stored_chunks(ds: h5py.Dataset, most: int) -> list[tuple[int, int, int]]:
-    """(byte offset, stored size, filter mask) of every written chunk of the chunked dataset ``ds`` (any rank),
-    by :func:`chunk_info`; none when its grid has more than ``most`` chunks."""
+    """:func:`chunk_info` of every written chunk of ``ds``; none when its grid has more than ``most`` chunks."""
     grid = [-(-s // c) if s else 0 for s, c in zip(ds.shape, ds.chunks, strict=True)]
     if int(np.prod(grid)) > most:
         return []
@@ -106,10 +93,8 @@ def stored_chunks(ds: h5py.Dataset, most: int) -> list[tuple[int, int, int]]:
 class ChunkIndex:
     """Where every chunk of one ``(frames, atoms, 3)`` dataset is stored.
 
-    ``chunks`` is None for contiguous storage (one "chunk", the whole dataset). ``offsets``, ``sizes`` and
-    ``masks`` are over the chunk grid in C order; an offset of :data:`NEVER_WRITTEN` marks a chunk never
-    written, one of ``NOT_LOOKED_UP`` a chunk not looked up yet (:meth:`locate` looks it up).
-    """
+    ``chunks`` is None for contiguous storage. ``offsets``, ``sizes`` and ``masks`` are over the chunk grid in C
+    order; an offset is :data:`NEVER_WRITTEN` or ``NOT_LOOKED_UP`` (:meth:`locate` looks it up)."""
 
     shape: tuple[int, int, int]
     chunks: tuple[int, int, int] | None
@@ -118,8 +103,7 @@ class ChunkIndex:
     offsets: np.ndarray
     sizes: np.ndarray
     masks: np.ndarray
-    #: True once one frame read at these addresses gave HDF5's values (an index from a config: checked
-    #: where it was made); None: not compared yet.
+    #: True once one frame read at these addresses gave HDF5's values; None: not compared yet.
     checked: bool | None = None
 
     def __post_init__(self) -> None:
@@ -152,8 +136,7 @@ class ChunkIndex:
 
     @classmethod
     def of(cls, ds: h5py.Dataset, n_frames: int | None = None, lazy: bool = False) -> ChunkIndex | None:
-        """The index of ``ds``'s first ``n_frames`` rows (all: None), every chunk looked up (``lazy``: none
-        yet, :meth:`locate` looks each up when it is first read); None when it cannot be read this way."""
+        """The index of ``ds``'s first ``n_frames`` rows, looked up now unless ``lazy``; None if not readable so."""
         if ds.ndim != 3 or ineligible(ds):
             return None
         rows = ds.shape[0] if n_frames is None else min(ds.shape[0], n_frames)
@@ -174,8 +157,7 @@ class ChunkIndex:
         return index
 
     def locate(self, ds: h5py.Dataset | None, flat: np.ndarray) -> bool:
-        """Look up the chunks ``flat`` (indices over the grid) not looked up yet, through ``ds``; True when
-        every one of them was written."""
+        """Look up the chunks ``flat`` not looked up yet, through ``ds``; True when every one was written."""
         offsets = self.offsets
         todo = sorted_unique(flat[offsets[flat] == NOT_LOOKED_UP]) if len(flat) else flat
         if len(todo):
@@ -202,16 +184,13 @@ class ChunkIndex:
                    bool(cfg["filtered"]), cfg["offsets"], cfg["sizes"], cfg["masks"], checked=True)
 
 
-#: Chunk indexes made in this process, by (the bytes' identity, dataset, frames): a session's repeated runs
-#: on a file skip the lookups; a rewritten file (another identity) is looked up anew.
+#: Chunk indexes made in this process, by (the bytes' identity, dataset, frames).
 _INDEXES: OrderedDict[tuple, ChunkIndex | None] = OrderedDict()
 INDEXES_MAX = 64
 
 
 def chunk_index(ds: h5py.Dataset, identity: tuple, n_frames: int | None = None) -> ChunkIndex | None:
-    """The index of ``ds``'s first ``n_frames`` rows in the file whose bytes have ``identity``: this
-    process's (kept, its chunks looked up as they are read), or a new one; None when it cannot be read at
-    chunk addresses."""
+    """The (lazy, kept) index of ``ds``'s first ``n_frames`` rows; None when not readable at chunk addresses."""
     key = (identity, ds.name, n_frames)   # (the extent too: a file being written shows several)
     if key not in _INDEXES:
         _INDEXES[key] = ChunkIndex.of(ds, n_frames, lazy=True)
@@ -251,8 +230,7 @@ class ChunkDecoder:
 
 
 def make_decoder(ds: h5py.Dataset, index: ChunkIndex) -> Callable[[], ChunkDecoder]:
-    """What makes the :class:`ChunkDecoder` of ``ds``'s chunks when the first filtered one is met (it needs
-    the dataset's creation properties: HDF5 metadata the reader has open anyway)."""
+    """What makes the :class:`ChunkDecoder` of ``ds``'s chunks when the first filtered one is met."""
     return lambda: ChunkDecoder(ds.id.get_create_plist(), index.chunks, ds.dtype)
 
 
@@ -261,22 +239,19 @@ class ChunkReads:
 
     Parameters
     ----------
-    store
-        The file's bytes.
-    index
-        Where its chunks are.
+    store, index
+        The file's bytes; where its chunks are.
     decoder_of
         Makes the :class:`ChunkDecoder` when a filtered chunk is first met (None: from ``dataset``).
     dataset
-        The dataset as HDF5 opened it: looks up the chunks a lazy index has not, and is read once to check
-        that the addresses give HDF5's values (None: the index is complete and trusted).
+        The dataset as HDF5 opened it: looks up what a lazy index has not, and checks the addresses once
+        (None: the index is complete and trusted).
     whole_chunks
-        Read whole stored chunks (compressed, or split along atoms) here; False where HDF5 reads the file's
-        bytes itself, whose filter pipeline and chunk cache read them as fast and keep them for the next
-        read (:meth:`read_runs` then leaves them to HDF5; a Blosc chunk still decodes in place).
+        Read whole stored chunks here; False where HDF5 reads the bytes itself, whose pipeline and chunk cache
+        are as fast and keep them (a Blosc chunk still decodes in place).
     check
-        Compare one frame's first atoms read at the addresses with HDF5's read of them before the addresses
-        are used (:meth:`ready`); False where HDF5's read would itself be a round trip (a URL).
+        Compare one frame's first atoms with HDF5's read before using the addresses (:meth:`ready`); False
+        where HDF5's read would itself be a round trip (a URL).
     """
 
     def __init__(self, store: ByteStore, index: ChunkIndex, decoder_of: Callable[[], ChunkDecoder] | None = None,
@@ -290,20 +265,18 @@ class ChunkReads:
             make_decoder(dataset, index)
         self._decoder: ChunkDecoder | None = None
         self._blosc = None if dataset is None or not index.filtered else blosc_decompressor(dataset)
-        #: a chunk's filter mask when every filter was skipped (its bytes stored as they are)
+        # (the filter mask of a chunk whose every filter was skipped)
         self._raw_mask = 0 if dataset is None else (1 << dataset.id.get_create_plist().get_nfilters()) - 1
         self.dtype = np.dtype(index.dtype)
         self.merge_gap = store.merge_gap
         self._rows = threading.local()   # the gather's row buffer, one per thread (Dask runs tasks in threads)
-        # the compiled gather: a local descriptor, and native float32 xyz rows at fixed addresses
-        self._gathers = (index.whole_frames and self.dtype == _NATIVE_F32 and index.shape[2] == 3)
+        # the compiled gather needs native float32 xyz rows at fixed addresses
+        self._gathers = index.whole_frames and self.dtype == _NATIVE_F32 and index.shape[2] == 3
 
     @property
     def decodes_in_place(self) -> bool:
         """True when a stored chunk decodes straight into the caller's buffer (Blosc; :meth:`read_chunk`)."""
         return self._blosc is not None
-
-    # ---- where the bytes are
 
     def _frame_offsets(self, frames: np.ndarray) -> np.ndarray | None:
         """The byte offset of each frame (whole-frame layouts); None when a chunk was never written."""
@@ -326,8 +299,7 @@ class ChunkReads:
         return list(zip(starts.tolist(), stops.tolist(), strict=True))
 
     def _chunk_ranges(self, runs, frames):
-        """(the chunks' grid keys, their flat indices, their stored byte ranges) holding ``runs`` of
-        ``frames`` (ranges None: a chunk never written)."""
+        """(grid keys, flat indices, stored byte ranges) of the chunks holding ``runs`` of ``frames``."""
         idx = self.index
         cf, ca, _ = idx.chunks
         grid = idx.grid
@@ -342,8 +314,6 @@ class ChunkReads:
         offsets, sizes = idx.offsets, idx.sizes
         return keys, flat, [(int(offsets[f]), int(offsets[f] + sizes[f])) for f in flat.tolist()]
 
-    # ---- the check
-
     def ready(self) -> bool:
         """True when the addresses give HDF5's values (compared once, on one frame's first atoms)."""
         idx = self.index
@@ -354,9 +324,7 @@ class ChunkReads:
         return idx.checked
 
     def _agrees_with_hdf5(self) -> bool:
-        """One frame's first atoms read at the addresses are HDF5's values. Only where the reader computes a
-        frame's address inside a chunk (whole-frame layouts); a whole stored chunk is read where HDF5 says
-        it lies."""
+        """One frame's first atoms read at the computed addresses (whole-frame layouts) are HDF5's values."""
         ds, idx = self.dataset, self.index
         if ds is None or not idx.whole_frames or not idx.shape[0] or not idx.shape[1]:
             return True
@@ -369,14 +337,10 @@ class ChunkReads:
             return False
         return mine.tobytes() == np.ascontiguousarray(ds[0:1, :width], dtype=self.dtype).tobytes()
 
-    # ---- reading
-
     def read(self, first: int, n: int, stride: int, runs: np.ndarray, columns: np.ndarray | None,
              out: np.ndarray) -> bool:
-        """Frames ``first, first + stride, ...`` (``n`` of them): the atom ``runs`` side by side, then their
-        ``columns`` (None: as read), into ``out``, in one call where the store gathers them (a local
-        descriptor) or one run is gathered from each frame's bytes as they come. False where the caller
-        reads by :meth:`read_runs` (its slabs, then its columns) or through HDF5."""
+        """``n`` frames ``first::stride``: the atom ``runs`` side by side, then their ``columns`` (None: as read),
+        into ``out`` in one call. False where the caller reads by :meth:`read_runs` or through HDF5."""
         if not n or not len(runs):
             return True
         if not self.ready():
@@ -389,10 +353,7 @@ class ChunkReads:
         return False
 
     def read_frames(self, frames: np.ndarray, out: np.ndarray) -> bool:
-        """Every atom of the frames ``frames`` (any frames, in any order) into ``out``'s rows, in one compiled
-        call on a local descriptor: a batch of time-lagged pairs is many short runs of frames, and one call
-        reads them all. False where the caller reads them another way (no descriptor, rows not whole native
-        float32 frames, a chunk never written, a short read)."""
+        """Every atom of ``frames`` into ``out``'s rows in one compiled call on a local descriptor, else False."""
         if not len(frames):
             return True
         if not self._gathers or out.shape[1:] != tuple(self.index.shape[1:]) or not self.ready():
@@ -411,8 +372,7 @@ class ChunkReads:
         return pread_gather(fd, offsets, whole, _NO_COLUMNS, _NO_ROW, out) < 0
 
     def read_runs(self, runs: np.ndarray, out: np.ndarray, first: int, stride: int) -> bool:
-        """Rows ``first, first + stride, ...`` of the atom ``runs``, side by side, into ``out``. False when
-        HDF5 must read them (a chunk never written, addresses HDF5 does not agree with)."""
+        """Rows ``first::stride`` of the atom ``runs``, side by side, into ``out``; False where HDF5 must read."""
         if not len(out) or not len(runs):
             return True
         return self.ready() and self._read_runs(runs, out, first, stride)
@@ -429,11 +389,8 @@ class ChunkReads:
 
     def read_gathered(self, runs: np.ndarray, columns: np.ndarray, out: np.ndarray, first: int,
                       stride: int) -> bool:
-        """Rows ``first, first + stride, ...`` of the atoms ``columns`` (counted from the start of the one
-        atom run ``runs`` holds) into ``out``, taken from each frame's bytes as they came: no buffer the
-        width of the run is filled first (a new one's first touch cost more than the copy, and its copy
-        held the interpreter lock the requests' threads wait for).  False where :meth:`read_runs` must
-        read them (several runs, chunks not of whole frames, a chunk never written)."""
+        """Rows ``first::stride`` of ``columns`` of the one run ``runs`` holds, from each frame's bytes as they came (no
+        run-wide buffer: its first touch cost more than the copy). False where :meth:`read_runs` must read."""
         if len(runs) != 1 or not self.index.whole_frames or not self.ready():
             return False
         ranges = self._frame_ranges(runs, first + stride * np.arange(len(out), dtype=np.int64))
@@ -446,10 +403,7 @@ class ChunkReads:
         return True
 
     def read_chunk(self, k: int, out: np.ndarray) -> bool:
-        """Chunk ``k`` of a layout whose chunks hold whole frames (its frames ``k * chunk frames`` on; the
-        last chunk is stored whole too), decoded into ``out`` (at least a chunk's frames, C-contiguous): a
-        Blosc chunk straight into it. False when HDF5 must read it (never written, its filter skipped, a
-        size that does not match)."""
+        """Whole-frame chunk ``k`` decoded into ``out`` (C-contiguous, a chunk's frames); False: HDF5 must read it."""
         idx = self.index
         if not idx.frame_chunks or not (out.flags.c_contiguous and len(out) >= idx.chunks[0]
                                         and out.shape[1:] == idx.chunks[1:] and out.dtype == self.dtype):
@@ -463,8 +417,7 @@ class ChunkReads:
         return raw is not None and self._decode_into(raw, int(idx.masks[k]), out[:idx.chunks[0]])
 
     def _stored(self, a: int, b: int):
-        """Bytes ``[a, b)`` of one stored chunk: ``pread`` on the store's descriptor where it has one, else as
-        :meth:`prefetch_chunks` asked for them (None: a short read, left to HDF5)."""
+        """Bytes ``[a, b)`` of one stored chunk (None: a short read, left to HDF5)."""
         fd = self.store.descriptor()
         if fd is None:
             return read_coalesced(self.store, [(a, b)], -1, MAX_REQUEST)[0]
@@ -472,8 +425,7 @@ class ChunkReads:
         return data if len(data) == b - a else None
 
     def prefetch_chunks(self, ks: list[int]) -> None:
-        """Start fetching chunks ``ks`` (what :meth:`read_chunk` will read of them; a store that cannot read
-        ahead: nothing)."""
+        """Start fetching chunks ``ks`` for :meth:`read_chunk` (where the store reads ahead)."""
         flat = np.asarray(ks, dtype=np.int64)
         if len(flat) and self.index.locate(self.dataset, flat):
             a = self.index.offsets[flat]
@@ -481,8 +433,7 @@ class ChunkReads:
                                                     strict=True)), -1, MAX_REQUEST)
 
     def prefetch(self, runs: np.ndarray, first: int, stride: int, n: int) -> None:
-        """Start fetching what :meth:`read_runs` with the same arguments (``n`` rows) will read (the next
-        block's bytes, while this one is mapped; a store that cannot read ahead: nothing)."""
+        """Start fetching what :meth:`read_runs` of ``n`` rows will read (where the store reads ahead)."""
         if not n or not len(runs) or not (self.index.whole_frames or self.whole_chunks):
             return
         frames = first + stride * np.arange(n, dtype=np.int64)
@@ -503,7 +454,7 @@ class ChunkReads:
         widths = runs[:, 1] - runs[:, 0]
         table = np.stack([runs[:, 0] * 12, np.cumsum(widths) - widths, widths], axis=1)
         if columns is None:
-            columns, row = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
+            columns, row = _NO_COLUMNS, _NO_ROW
         else:
             columns = np.ascontiguousarray(columns, dtype=np.int64)
             row = self._row(int(widths.sum()))
@@ -575,8 +526,7 @@ class ChunkReads:
         return True
 
     def _decode_into(self, raw, mask: int, out: np.ndarray) -> bool:
-        """A stored chunk decoded into ``out`` (a whole chunk): Blosc straight into it, else HDF5's pipeline;
-        an unfiltered chunk copied. False when its size does not match (HDF5 reads it)."""
+        """A stored chunk decoded into ``out`` (a whole chunk); False when its size does not match."""
         if not self.index.filtered or (mask and mask == self._raw_mask):   # (stored as they are)
             if len(raw) != out.nbytes:
                 return False

@@ -1,15 +1,12 @@
 """An H5MD file opened for reading: its bytes (a byte store) and HDF5's view of them, local or behind a URL.
 
-This is the one place where a file behind a URL differs from a local one, decided once from the byte store
-its location opens (:func:`~trajscale.storage.opener.open_bytes`):
+The one place where a file behind a URL differs from a local one, decided once from its byte store:
 
-* a store with a local path (:class:`~trajscale.storage.bytestore.LocalFile`): HDF5 opens the file there with its
-  own driver (or with MPI-IO's), and the chunk reader reads its frames through the store's descriptor;
-* any other store (an object behind ``s3://``, ``http(s)://``, ...): HDF5 opens a caching file object over the
-  store (:mod:`.metadata`), from the metadata bytes the process that prepared the run shipped where there
-  are some, and the chunk reader reads its frames by concurrent range requests. What that process found
-  (the object's identity, the HDF5 metadata it read, every chunk's address) travels with the job
-  (:meth:`OpenedFile.state`), and what the next frames need is fetched ahead.
+* a store with a local path: HDF5 opens the file there with its own driver (or MPI-IO's), and the chunk reader
+  reads frames through the store's descriptor;
+* any other store: HDF5 opens a caching file object over it (:mod:`.metadata`), from the shipped metadata where
+  there is some, and frames are read by concurrent range requests; what the preparing process found travels
+  with the job (:meth:`OpenedFile.state`).
 
 Everything above (:class:`~.source.H5MDSource`) asks an :class:`OpenedFile`, never the path.
 """
@@ -30,9 +27,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FileRequest:
-    """How a Source asks for its file: HDF5's driver (``"mpio"`` with ``comm``), its file lock (None:
-    HDF5's default), its chunk cache, what the process that prepared the run found of it (``shipped``:
-    :meth:`OpenedFile.state`, None in that process), and its bytes where the caller opened them (``store``)."""
+    """How a Source asks for its file: driver (``"mpio"`` with ``comm``), file lock (None: HDF5's default), chunk
+    cache, what the preparing process found (``shipped``; None there) and the caller's ``store``."""
 
     driver: str | None = None
     comm: object = None
@@ -45,16 +41,11 @@ class FileRequest:
 
 
 class OpenedFile:
-    """An H5MD file open for reading: its bytes (:attr:`store`) and HDF5's view of them (:attr:`file`).
+    """An H5MD file open for reading: its bytes (:attr:`store`) and HDF5's view of them (:attr:`file`)."""
 
-    A local file: HDF5 reads through its own driver, and nothing travels with the job.
-    """
-
-    #: True when each read waits on a round trip (bytes behind a URL): reads go in large batches of
-    #: concurrent requests, and the next block's bytes are fetched while the caller maps this one.
+    #: True when each read waits on a round trip (a URL): reads go in large batches, and fetch ahead.
     latency_bound: bool = False
-    #: True when HDF5 reads the file's bytes itself (its own driver): its filter pipeline and chunk cache
-    #: read compressed or split chunks as fast as the chunk reader would, and keep them for the next read.
+    #: True when HDF5 reads the file's bytes itself (its own driver), as fast as the chunk reader would.
     hdf5_reads_chunks: bool = True
     #: True when MPI ranks can open the file together (MPI-IO reads a file system's files).
     opens_collectively: bool = True
@@ -73,8 +64,7 @@ class OpenedFile:
 
     @property
     def reads_at_addresses(self) -> bool:
-        """True when frames are read at their chunks' byte addresses (:mod:`.chunks`); MPI-IO's reads,
-        collective or not, stay MPI-IO's."""
+        """True when frames are read at their chunks' byte addresses (not under MPI-IO)."""
         return self.driver != "mpio"
 
     def state(self) -> dict | None:
@@ -97,8 +87,7 @@ class OpenedFile:
         return None
 
     def keep_metadata(self) -> None:
-        """Keep the HDF5 metadata read so far for the next open of the same bytes, where this process prepares
-        and none was kept (a local file: nothing to keep)."""
+        """Keep the HDF5 metadata read so far for the next open of the same object, where this process prepares."""
 
     def close(self) -> None:
         try:
@@ -136,17 +125,14 @@ class RemoteFile(OpenedFile):
         return failure if isinstance(failure, RemoteError) else None
 
     def fetch_ahead(self, datasets) -> None:
-        """Start fetching what reading ``datasets`` will need, where the preparing process has no cached
-        metadata (:func:`.metadata.fetch_ahead`)."""
+        """Start fetching what reading ``datasets`` will need, where no metadata was cached."""
         if self.prepares and self.fh.cached is None:
             from .metadata import fetch_ahead
 
             fetch_ahead(self.fh, datasets)
 
     def metadata(self, preload) -> list:
-        """The HDF5 metadata bytes this process has read, as ``(start, bytes)`` pieces (taken once: the
-        config stays the same), ``preload()`` called first (what workers read first); kept in the local
-        cache for the next run on the object."""
+        """The HDF5 metadata read so far as ``(start, bytes)`` pieces (taken once, after ``preload()``); cached too."""
         if self._metadata is None:
             preload()
             self._metadata = self.fh.metadata()
@@ -168,8 +154,7 @@ class RemoteFile(OpenedFile):
 
 
 def open_file(path: str, request: FileRequest) -> OpenedFile:
-    """The H5MD file at ``path`` (a local path or a URL) opened for reading, through ``request.store`` where
-    the caller opened its bytes (else opened here); one-line errors, and the store closed with a failed open."""
+    """The H5MD file at ``path`` opened for reading (through ``request.store``, else its own); one-line errors."""
     shipped = request.shipped or {}
     store = request.store
     if store is None:

@@ -17,12 +17,7 @@ from .superblock import stored_size
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
-    """Register hdf5plugin's filters (Zstd, Blosc, LZ4...) if ``ds`` needs one HDF5 does not have.
-
-    Without it a read fails as "can't open directory ... plugins" in every process that
-    has not imported hdf5plugin (workers and ranks too). Importing it is a visible
-    part of a short run, so only when a dataset asks for it.
-    """
+    """Register hdf5plugin's filters if ``ds`` needs one (its import is a visible part of a short run)."""
     dcpl = ds.id.get_create_plist()
     if all(h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())):
         return
@@ -35,10 +30,7 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | None = None,
             comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file, turning every failure into one clear InputFileError. ``path``: a location (its
-    store is opened here), or the :class:`~trajscale.storage.ByteStore` a caller holds open already; a store
-    with a local path is opened by name, other bytes (a URL's) through a caching file object over the store
-    (:func:`.metadata.open_store_h5`)."""
+    """Open an HDF5 file (a location, or a store held open), turning every failure into one clear InputFileError."""
     if mode == "r":
         store = path if isinstance(path, ByteStore) else checked_store(path)
         if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
@@ -63,8 +55,7 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
         except OSError as exc:
             if mode != "r" or LOCKING_MISMATCH not in str(exc):
                 raise
-            # HDF5 shares one open file per process, and this process has it open with the other locking
-            # (a follower reads without the lock): the same file object, opened as it is
+            # HDF5 shares one open file per process, open here with the other locking: reuse it as it is
             return h5py.File(str(p), mode, **{**kw, "locking": kw.get("locking", True) is False})
     except OSError as exc:
         locked = lock_problem(exc) or _cut_short(p, exc)
@@ -76,18 +67,12 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
 def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = None) -> tuple[int, int] | None:
     """Extend the file of ``f`` to the end of the space HDF5 has allocated in it, if it is shorter.
 
-    A flush writes the superblock, which records the allocated size, before it extends the file to that
-    size; space allocated and not yet written (the chunks of rows a dataset grew by) lies past the end of
-    the file until then. A process killed in between leaves a file HDF5 refuses to open ("truncated
-    file"). Extended first, the file is never shorter than a superblock on disk says.
+    A flush writes the superblock (the allocated size) before it extends the file: a process killed in between
+    leaves a file HDF5 refuses to open ("truncated file"). Extended first, it never is.
 
-    Under ``mpio`` HDF5 does not tell the allocated end (``H5Fget_eoa`` wants a SWMR driver, and the
-    driver forgets the file's size once it has written), so ``grown``, the storage datasets were given
-    since the last flush, bounds it: rank 0 of ``comm`` extends the file (at ``path``, its name now, if it
-    was renamed since it was opened) by that and room for metadata, and every rank waits for it. A flush
-    whose allocated end moved cuts the file to it; the sizes before and after are returned for
-    :func:`trim_cover` to cut it where the flush did not. Nothing is done (None) when nothing grew.
-    """
+    Under ``mpio`` HDF5 does not tell the allocated end, so ``grown`` (storage given since the last flush)
+    bounds it: rank 0 extends the file (at ``path`` if renamed) by that and room for metadata, every rank waits.
+    Returns the sizes before and after for :func:`trim_cover`; None when nothing grew."""
     if f.driver == "sec2":
         end, fd = allocated_end(f), f.id.get_vfd_handle()   # (the file itself, whatever its name now)
         if end is not None and os.fstat(fd).st_size < end:
@@ -107,8 +92,7 @@ def cover_allocated(f: h5py.File, grown: int = 0, comm=None, path: str | None = 
 
 
 def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
-    """After the flush: cut the room :func:`cover_allocated` made that HDF5 did not cut (the file keeps
-    the size it had, or the size its superblock now records, whichever is larger)."""
+    """After the flush: cut what :func:`cover_allocated` added that HDF5 did not (to the larger of old and new)."""
     if cover is None:
         return
     before, extended = cover
@@ -118,8 +102,7 @@ def trim_cover(path: str, cover: tuple[int, int] | None) -> None:
 
 
 def allocated_end(f: h5py.File) -> int | None:
-    """The end of the space HDF5 has allocated in the file of ``f`` (its "end of allocation"): ``H5Fget_eoa``,
-    which h5py does not wrap, from the HDF5 library h5py uses (None where it cannot be had)."""
+    """The end of HDF5's allocated space in ``f``'s file (``H5Fget_eoa``, unwrapped by h5py; None if unavailable)."""
     get_eoa = _h5fget_eoa()
     if get_eoa is None:
         return None
@@ -167,8 +150,7 @@ def _cut_short(p: Path, exc: OSError) -> str | None:
 
 
 def checked_store(path: str | os.PathLike) -> ByteStore:
-    """The store of ``path``, a local file first checked (missing, a folder or empty, said as such; an
-    object's first request says its own)."""
+    """The store of ``path``, a local file first checked (missing, a folder or empty, said as such)."""
     check_input_file(path)
     return open_bytes(path)
 
@@ -182,8 +164,7 @@ NO_LOCKS = {37, 38, 95}
 
 
 def lock_problem(exc: OSError) -> str | None:
-    """What a failed open says when HDF5's file lock is at fault (None when it is not): another process
-    holds the lock (a writer has the file open), or the file system has no locks (network file systems)."""
+    """What a failed open says when HDF5's file lock is at fault (held by a writer, or a file system without locks)."""
     msg = str(exc)
     if "unable to lock file" not in msg:
         return None

@@ -1,14 +1,11 @@
 """An HDF5 file behind a URL, opened by h5py on a :class:`~trajscale.storage.fileobj.CachingFile`.
 
-HDF5 finds its way through a file by reading one piece after another (superblock, object headers,
-B-tree nodes), each a round trip over the network. The process that prepares a run ships the pieces it
-read to its workers, and keeps them in trajscale's cache (:mod:`trajscale.storage.cache`) for the next run on the same
-object: a second analysis of a trajectory opens it with the one request that checks the object's ETag
-and size.
+HDF5 reads a file one piece after another (superblock, object headers, B-tree nodes), each a round trip over
+the network. The preparing process ships the pieces it read to its workers and keeps them in trajscale's cache
+(:mod:`trajscale.storage.cache`): a second analysis opens the object with the one request that checks its ETag.
 
-The HDF5 format itself is read here, not in the transport (:mod:`trajscale.storage` knows byte ranges
-only): the chunk index's root in a dataset's object header, a B-tree node's children, and what to fetch
-ahead from them, each sized to what HDF5 will read (a node, a chunk's written rows), not to whole blocks.
+The HDF5 format is read here, not in the transport: the chunk index's root in an object header, a B-tree node's
+children, and what to fetch ahead from them, each sized to what HDF5 will read, not to whole blocks.
 """
 
 from __future__ import annotations
@@ -46,8 +43,7 @@ def _metadata_entry(obj: RemoteObject):
 
 
 def cached_metadata(obj: RemoteObject) -> list | None:
-    """The HDF5 metadata bytes an earlier run's preparing process read from this object (its URL, ETag and
-    size), as ``[start, base64]`` pieces; None when there are none, or they fail their checks."""
+    """The HDF5 metadata an earlier run read from this object, as ``[start, base64]`` pieces; None if none or bad."""
     path = _metadata_entry(obj)
     raw = None if path is None else cache.read(path)
     if raw is None:
@@ -87,11 +83,8 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
     """The children's addresses of an HDF5 version-1 B-tree node of chunked raw data above the leaves
     (signature ``TREE``, type 1, level > 0), or [] for any other bytes.
 
-    Its keys hold a chunk's size and filter mask (4 bytes each) and one 8-byte offset per dimension and one
-    more, 0 in the key before each child; the dataset's rank is not in the node, so it is the first for
-    which each of those keys ends in that 0 and every child lies inside the file (a wrong guess costs only
-    bytes fetched ahead).
-    """
+    The dataset's rank is not in the node: it is the first for which each key ends in a 0 offset and every
+    child lies inside the file (a wrong guess costs only bytes fetched ahead)."""
     if len(node) < 8 or node[:4] != b"TREE" or node[4] != 1 or node[5] == 0:
         return []
     used = int.from_bytes(node[6:8], "little")
@@ -110,9 +103,7 @@ def btree_children(node: bytes, sizeof_addr: int, file_size: int) -> list[int]:
 
 
 def chunk_index_root(header: bytes, sizeof_addr: int) -> int | None:
-    """The address of a chunked dataset's chunk index (the root of its B-tree) from the first bytes of its
-    version-1 object header, or None for any other header or layout (a version-2 header, a layout message
-    past the header's first block, a contiguous or compact dataset)."""
+    """The address of a chunked dataset's B-tree root in its version-1 object header's first bytes, else None."""
     if len(header) < 16 or header[0] != 1:
         return None
     end = min(len(header), 16 + int.from_bytes(header[8:12], "little"))
@@ -139,8 +130,7 @@ def sizeof_addr(fh: CachingFile) -> int:
 
 
 def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
-    """The chunk index root of the dataset whose object header is at ``header_addr``, from the header's
-    bytes if ``fh`` holds them (never fetched); None otherwise (:func:`chunk_index_root`)."""
+    """The chunk index root of the dataset whose header is at ``header_addr``, if ``fh`` holds its bytes; else None."""
     head = fh.held(header_addr, min(fh.store.size, header_addr + 16))
     if head is None or len(head) < 16:
         return None
@@ -150,21 +140,15 @@ def held_chunk_index_root(fh: CachingFile, header_addr: int) -> int | None:
 
 
 def children_ahead(fh: CachingFile, data: bytes) -> None:
-    """``fh``'s look at each read (``on_read``): when HDF5 has just read a node of a chunk index's B-tree
-    above its leaves, fetch its children's nodes now, together: HDF5 walks them one after another, a round
-    trip each (a default-layout store's leaves lie between its chunks, one every ~100 MB). Only a hint: what
-    HDF5 then asks for is read as always, from these bytes where they came."""
+    """``fh``'s ``on_read``: after HDF5 read a B-tree node above the leaves, fetch its children together."""
     if data[:4] == b"TREE":
         fh.fetch_ahead([(a, a + INDEX_NODE_BYTES) for a in btree_children(data, sizeof_addr(fh), fh.store.size)])
 
 
 def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_nbytes: int,
                   use_cache: bool = True):
-    """(a caching file object over ``store``, ``h5py.File`` reading through it); one-line errors as for a
-    local file. A worker's open (not ``prepares``) starts from the ``metadata`` the process that prepared the
-    run shipped: HDF5 opens the file from those bytes, without a request. The preparing process starts from
-    the metadata an earlier run cached for the same object (:func:`cached_metadata`; ``use_cache=False``:
-    never), and then fetches only what it lacks; the file object's ``cached`` holds those pieces."""
+    """(caching file object over ``store``, ``h5py.File`` through it); a worker starts from the shipped ``metadata``,
+    the preparing process from an earlier run's cache (unless ``use_cache=False``)."""
     from_cache = False
     if prepares and metadata is None and use_cache:
         metadata = cached_metadata(store)
@@ -172,11 +156,9 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
     fh = CachingFile(store, known=metadata, on_read=children_ahead)
     fh.cached = metadata if from_cache else None
     if not prepares:
-        # Without the shipped metadata, a worker's first block (HDF5 reads it first anyway), fetched before
-        # HDF5 opens the file: an object replaced since the root's look is refused here, never inside HDF5
-        # (whose failed open of a Python file object leaves it a reference it releases only at exit, after
-        # Python is gone). With it, HDF5 opens from the root's bytes and the first request, for frames,
-        # checks the object (If-Match).
+        # Without shipped metadata, the first block is fetched before HDF5 opens the file: a replaced object is
+        # refused here, never inside HDF5 (whose failed open of a Python file object leaks a reference until
+        # exit). With it, the first request, for frames, checks the object (If-Match).
         if not fh.covers(0, min(store.size, 512)):
             fh.pread(0, min(store.size, fh.block))
     elif store.head[:8] != HDF5_MAGIC:
@@ -199,17 +181,13 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
 
 #: Most chunks of a small dataset whose addresses are looked up to fetch them ahead.
 AHEAD_CHUNKS = 16
-#: Bytes fetched at a B-tree node not yet read (a version-1 node of a rank-3 dataset's chunks is 3 kB; a
-#: small dataset's first chunk is written next to its node, so its first rows come with it).
+#: Bytes fetched at a B-tree node not yet read (3 kB for rank 3; a small dataset's first chunk follows it).
 INDEX_NODE_BYTES = 4096
 
 
 def fetch_ahead(fh: CachingFile, datasets) -> None:
-    """Start fetching, together, what reading ``datasets`` of a file behind a URL will need next, where it can
-    be told without a request: the root node of a chunk index (its address is in the dataset's object
-    header), the nodes below a root node already here (a trajectory's B-tree leaves), or the chunks of a small
-    dataset whose index is here (a run's box, time and step). HDF5 would read each in turn, a round trip
-    apiece. Only a hint: a guess that misses costs the blocks fetched ahead."""
+    """Start fetching, together, what reading ``datasets`` will need next where it can be told without a request
+    (a B-tree root or its nodes, a small dataset's chunks). Only a hint."""
     ranges = []
     for ds in datasets:
         try:
@@ -235,9 +213,7 @@ def fetch_ahead(fh: CachingFile, datasets) -> None:
 
 
 def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """The byte ranges of ``chunks`` (:func:`.chunks.stored_chunks` of ``ds``) that hold the dataset's rows:
-    a chunk stored as it is (unfiltered) of whole rows holds its rows first, and HDF5 reads only those of
-    the last chunk, which a short run leaves mostly empty (time and step: 20 of 1,024 values)."""
+    """The byte ranges of ``chunks`` holding ``ds``'s rows (HDF5 reads only an unfiltered last chunk's written rows)."""
     row = ds.dtype.itemsize * int(np.prod(ds.chunks[1:], dtype=np.int64))
     whole = tuple(ds.chunks[1:]) == tuple(ds.shape[1:]) and len(chunks) == -(-ds.shape[0] // ds.chunks[0])
     out = []
@@ -247,8 +223,7 @@ def written_rows(ds, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]
     return out
 
 
-#: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5 closing one at its own
-#: exit calls back into a Python that is gone).
+#: HDF5 files open on Python file objects: closed before the interpreter ends (HDF5's own exit calls back).
 _OPEN: weakref.WeakSet = weakref.WeakSet()
 
 

@@ -1,10 +1,8 @@
 """Which atoms of each frame a read moves: whole frames, one span, or separate runs.
 
-A selection such as "protein CA plus one ion at the end" is scattered over the
-frame.  Reading the span between its first and last atom moves (and
-allocates) almost the whole frame; reading each run of nearby atoms as its own
-hyperslab moves only what is needed.  The reader and ``inspect``'s
-read-amplification figures both decide with :func:`plan_atom_reads`.
+A selection such as "protein CA plus one ion at the end" is scattered: its span moves almost the whole frame,
+each run of nearby atoms read alone only what is needed. The reader and ``inspect`` both decide with
+:func:`plan_atom_reads`.
 """
 
 from __future__ import annotations
@@ -17,14 +15,11 @@ import numpy as np
 
 from ..block import sorted_unique
 
-#: Atoms between two selected ones that are read rather than cut: a gap this
-#: small costs less than the extra hyperslab (one more I/O request per frame).
+#: Atoms between two selected ones read rather than cut (cheaper than one more request per frame).
 MERGE_GAP_ATOMS = 256
-#: Whole frames are read once the atoms to move pass this fraction of a frame:
-#: one contiguous read per frame beats a slightly smaller strided one.
+#: Whole frames are read once the atoms to move pass this fraction of a frame.
 SPAN_FRACTION = 0.75
-#: Plans kept for the next read of the same atoms (an ensemble's members sharing a topology ask the same
-#: ones, block after block), for selections of at most so many atoms (the key holds their indices).
+#: Plans kept for the next read of the same atoms (an ensemble's members ask the same), of at most so many atoms.
 KEPT_PLANS, KEPT_ATOMS = 64, 65_536
 _PLANS: OrderedDict = OrderedDict()
 _PLANS_LOCK = threading.Lock()
@@ -37,11 +32,9 @@ class AtomReads:
     Attributes
     ----------
     runs
-        ``(R, 2)`` int64 half-open atom ranges ``[lo, hi)``, increasing; read
-        side by side into one buffer of ``n_columns`` atoms per frame.
+        ``(R, 2)`` int64 half-open atom ranges, increasing; read side by side into ``n_columns`` atoms per frame.
     index
-        Column of each requested atom in that buffer, or None when the buffer
-        holds exactly the requested atoms in order.
+        Column of each requested atom in that buffer; None when it holds exactly the requested atoms in order.
     """
 
     runs: np.ndarray
@@ -66,11 +59,8 @@ def _cost(runs: np.ndarray) -> int:
 def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
     """How to read ``atoms`` (global indices, any order) of ``n_atoms``-atom frames.
 
-    Runs of selected atoms closer than :data:`MERGE_GAP_ATOMS` are merged; the
-    runs are kept when they cost less than the span, the span when it is below
-    :data:`SPAN_FRACTION` of a frame, else whole frames. A plan of at most :data:`KEPT_ATOMS` atoms is kept
-    (its arrays read-only) and given again for the same atoms.
-    """
+    Runs closer than :data:`MERGE_GAP_ATOMS` are merged; runs are kept when cheaper than the span, the span
+    below :data:`SPAN_FRACTION` of a frame, else whole frames. Small plans are kept (read-only) and reused."""
     if atoms is None:
         return AtomReads(np.array([[0, n_atoms]], dtype=np.int64), None)
     atoms = np.asarray(atoms, dtype=np.int64)

@@ -9,8 +9,7 @@ from ..util import HDF5_MAGIC
 
 
 def superblock_offset_size(head: bytes) -> int | None:
-    """The "size of offsets" (bytes per file address) of the superblock at the start of ``head`` (a file's
-    first 16 bytes or more); None where ``head`` holds no superblock this reads."""
+    """Bytes per file address of the superblock at the start of ``head``; None where it holds none this reads."""
     if len(head) < 16 or head[:8] != HDF5_MAGIC or head[8] not in (0, 1, 2, 3):
         return None
     size = head[13] if head[8] in (0, 1) else head[9]   # superblock versions 0-1, 2-3
@@ -18,9 +17,8 @@ def superblock_offset_size(head: bytes) -> int | None:
 
 
 def superblock_end(head: bytes) -> int | None:
-    """The file size the superblock at the start of ``head`` (a file's first 64 bytes) records: its base
-    address plus its end-of-file address, the end of the space HDF5 has allocated. None where ``head``
-    holds no superblock this reads (another version, a user block before it, an undefined address)."""
+    """The file size the superblock at the start of ``head`` records (base plus end-of-file address); None where
+    ``head`` holds no superblock this reads."""
     size = superblock_offset_size(head)
     if size is None or len(head) < 64:
         return None
@@ -33,7 +31,6 @@ def superblock_end(head: bytes) -> int | None:
 
 
 def stored_size(path: str | os.PathLike) -> tuple[int | None, int]:
-    """The size the superblock of the file at ``path`` records (:func:`superblock_end`) and its size now.
-    Raises OSError where the file cannot be read."""
+    """The size the superblock of the file at ``path`` records, and its size now (OSError if unreadable)."""
     with open(path, "rb") as fh:
         return superblock_end(fh.read(64)), os.fstat(fh.fileno()).st_size

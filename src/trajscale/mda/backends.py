@@ -1,15 +1,9 @@
 """MDAnalysis ``BackendBase`` adapters: MDAnalysis analyses on MPI ranks or a Dask cluster.
 
-MDAnalysis (2.8+) splits a parallelizable analysis into parts and hands the
-backend ``apply(func, parts)``; each part runs the analysis's own ``_compute``
-(its reader, its ``_single_frame``) and MDAnalysis merges the parts with the
-analysis's aggregator. These backends only decide where the parts run and time
-them into a :class:`~trajscale.report.timing.RunReport`, attached to the
-analysis as ``.report``. Reading happens inside MDAnalysis's ``_compute``, so a
-part's time is reported as t_compute (read and compute together).
-
-Limits: analyses MDAnalysis does not mark parallelizable (no aggregator, e.g.
-``rms.RMSF``) are refused by MDAnalysis itself with "Can not parallelize class".
+MDAnalysis (2.8+) hands the backend ``apply(func, parts)``; each part runs the analysis's own ``_compute`` and
+MDAnalysis merges the parts with the analysis's aggregator. These backends decide where the parts run and time
+them into a :class:`~trajscale.report.timing.RunReport` (``.report``; a part's read and compute together are
+t_compute). Analyses MDAnalysis does not mark parallelizable (``rms.RMSF``) are refused by MDAnalysis itself.
 """
 
 from __future__ import annotations
@@ -46,15 +40,9 @@ def _frames_of(part) -> tuple[int, int]:
 def _timed(func, part, task: int, worker: str):
     """Run one part; return it pickled (its state right after this part) with its timing.
 
-    The state goes through cloudpickle, as the part itself travels to a Dask worker: an analysis
-    whose class was made at run time (``analysis_class(func)``'s ``WrapperClass``, a class defined
-    in a function or a notebook) has no importable name, so pickle cannot write it; cloudpickle
-    writes such a class by value, and the blob is read back with ``pickle.loads``.
-
-    ``_compute`` sets the analysis's frame attributes (``n_frames``, ``frames``...) to the
-    part's; in-process parts (MPI) would leave the part's values on the caller's object,
-    which ``_conclude`` then uses, so the attributes are put back afterwards.
-    """
+    cloudpickle writes the state, since a class made at run time (``analysis_class(func)``'s, a notebook's) has
+    no importable name. ``_compute`` sets the frame attributes to the part's, so they are put back afterwards
+    (in-process parts would leave them on the caller's object, which ``_conclude`` uses)."""
     host, pid = host_and_pid()
     analysis = _analysis_of(func)
     saved = dict(analysis.__dict__) if analysis is not None else None
@@ -87,10 +75,8 @@ def _report(func, executor: str, n_workers: int, timings: list[TaskTiming], t_to
 class MPIBackend(BackendBase):
     """Parts of an MDAnalysis analysis on the ranks of an MPI communicator.
 
-    Every rank runs the same script (``mpiexec -n N python script.py``) and calls
-    ``run(backend=MPIBackend(), unsupported_backend=True)``; rank r computes the
-    contiguous share r of the parts, and the parts are all-gathered so that every
-    rank returns MDAnalysis's merged result (write outputs on rank 0 only).
+    Every rank runs the same script and calls ``run(backend=MPIBackend(), unsupported_backend=True)``; rank r
+    computes the contiguous share r of the parts, all-gathered so every rank returns the merged result.
 
     Parameters
     ----------

@@ -1,25 +1,19 @@
 """An MDAnalysis trajectory reader over trajscale's Sources: format ``"TRAJSCALE"``.
 
-``import trajscale.mda`` registers it (MDAnalysis's format registry records a reader class
-when it is defined; the name is trajscale's own, so MDAnalysis's ``H5MD`` reader and every
-other format keep reading as before)::
+``import trajscale.mda`` registers it under a name of trajscale's own, so every other format reads as before::
 
     u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")          # any trajscale H5MD file
     u = mda.Universe("top.tpr", "run.index.json", format="TRAJSCALE")     # a segment index or folder
     u = mda.Universe("top.tpr", parts, format="TRAJSCALE")            # XTC/TRR parts (DCD: topology=)
     u = mda.Universe("top.tpr", parts, format="TRAJSCALE", continuous=True)   # overlapping parts
 
-A list given with format ``"TRAJSCALE"`` is read by this reader, not by MDAnalysis's ChainReader (which
-MDAnalysis picks for every list whatever its format): restart parts are joined as ``gmx trjcat``
-joins them, each time once and the later part's frame kept; parts that overlap further are refused
-unless ``continuous=True``, which keeps the later part's frames, as ``ChainReader(continuous=True)``
-does.  Every other list still goes to MDAnalysis's ChainReader, unchanged.
+A list given with format ``"TRAJSCALE"`` is read by this reader, not MDAnalysis's ChainReader: restart parts
+are joined as ``gmx trjcat`` joins them; parts that overlap further are refused unless ``continuous=True``.
+Every other list still goes to MDAnalysis's ChainReader.
 
-It reads what trajscale's Sources read: plain, compressed and lossy H5MD (``deltas`` too) of
-any particle group (``group=``), segment indexes, and chains of parts whose frame offsets are
-scanned once.  Iteration reads blocks of frames (``block_bytes``, default 32 MiB) and a
-thread reads the next block while the current one is served, so memory stays at two blocks.
-Values are in MDAnalysis's base units (Å, ps, Å/ps, kJ/(mol Å)) whatever the file stores.
+It reads what trajscale's Sources read. Iteration reads blocks of frames (``block_bytes``, default 32 MiB), a
+thread reading the next while the current one is served, so memory stays at two blocks. Values are in
+MDAnalysis's base units (Å, ps, Å/ps, kJ/(mol Å)) whatever the file stores.
 """
 
 from __future__ import annotations
@@ -68,26 +62,19 @@ class Reader(ReaderBase):
     assume_units
         ``"nm"`` or ``"Angstrom"`` for H5MD datasets without a unit attribute.
     continuous
-        Parts that overlap (a part beginning before the previous one ends) join with the later
-        part's frames kept, as ``gmx trjcat`` and MDAnalysis's ``ChainReader(continuous=True)`` join
-        them; without it such parts are refused.  Restart parts (a part beginning at the previous
-        part's last time) join either way.
+        Overlapping parts join with the later part's frames kept, as ``ChainReader(continuous=True)`` joins
+        them; without it they are refused. Restart parts join either way.
     comm
-        An MPI communicator: H5MD files are opened with MPI-IO (``driver="mpio"``), as
-        ``H5MDReader(..., driver="mpio", comm=comm)`` does.
+        An MPI communicator: H5MD files are opened with MPI-IO (``driver="mpio"``).
     block_bytes
         Bytes of frames read at once while iterating.
     follow
-        The file is still being written (an H5MD file, an XTC/TRR, a segment index):
-        only whole frames are read, and iterating waits for new frames until the
-        writer marks the file complete or none comes for ``idle`` seconds
-        (:mod:`trajscale.sources.follow`). ``len()`` is the frames known so far.
+        The file is still being written: only whole frames are read, and iterating waits for new frames until
+        the writer marks it complete or none comes for ``idle`` seconds. ``len()`` is the frames known so far.
     idle, poll
-        With ``follow``: seconds without a new frame that end the iteration, and
-        seconds between looks at the file.
+        With ``follow``: seconds without a new frame that end the iteration; seconds between looks.
     storage_options
-        For files behind URLs (``s3://``, ``http(s)://``): their options (docs/remote.md), over the
-        process's own where both name one.
+        For files behind URLs: their options (docs/remote.md), over the process's own.
     """
 
     format = "TRAJSCALE"
@@ -108,8 +95,7 @@ class Reader(ReaderBase):
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
-        #: Held by every use of the source: the read-ahead thread and the main thread (``dt``, a
-        #: jump) share one handle, whose reads (an XDR seek and decode, an HDF5 read) must not interleave.
+        #: Held by every use of the source: the read-ahead and main threads share one handle.
         self._lock = threading.Lock()
         self._open()
         fields = self._source.fields
@@ -174,8 +160,7 @@ class Reader(ReaderBase):
         self._grew_at = time.monotonic()
 
     def _wait_for(self, frame: int) -> None:
-        """Return once ``frame`` is whole in the growing file; EOFError when the file is complete or
-        no frame has come for ``idle`` seconds (MDAnalysis's iteration then stops)."""
+        """Return once ``frame`` is whole in the growing file; EOFError when complete or idle (iteration stops)."""
         from ..sources.follow import snapshot
 
         idle, poll = self._follow
@@ -202,8 +187,7 @@ class Reader(ReaderBase):
                 self._grew_at = grew_at
 
     def _fresh(self) -> None:
-        """Reopen when a file was rewritten since it was opened: frames are never served stale
-        (one stat per file, before each read from the file)."""
+        """Reopen a file rewritten since it was opened: frames are never served stale (one stat per file and read)."""
         if self._follow is not None:   # it grows by design; _wait_for takes the new frames
             return
         if file_identity(self._files) != self._identity:
@@ -355,14 +339,8 @@ class Reader(ReaderBase):
 
 
 class ChainReader(_MDAChainReader):
-    """MDAnalysis's ChainReader, registered in its place, except for a list given with format
-    ``"TRAJSCALE"``: that list is trajscale's :class:`Reader`.
-
-    MDAnalysis hands every list of files to the reader registered as ``"CHAIN"`` before it looks at
-    ``format`` (``get_reader_for``), so the format a user names for a list reaches only the readers of
-    its single files.  This class is that ``"CHAIN"`` reader: a list with another format, or none, is
-    MDAnalysis's ChainReader itself (this subclass changes nothing else, and keeps its name).
-    """
+    """MDAnalysis's ChainReader, registered in its place (MDAnalysis hands it every list), except for a list
+    given with format ``"TRAJSCALE"``: that is trajscale's :class:`Reader`."""
 
     format = "CHAIN"
 

@@ -7,17 +7,13 @@ MDAnalysis pipelines write the files ``trajscale convert`` writes, with its opti
         for ts in u.trajectory:
             w.write(u.atoms)
 
-Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.h5md.writer.H5MDWriter`
-(the writer behind ``convert``).  By default the file is written under a temporary name beside the
-output, each slab counted only once its data is in the file, and renamed (after an fsync) when the
-writer is closed cleanly: a pipeline that fails (an exception inside ``with mda.Writer(...)``, a frame
-the writer refuses) or is interrupted leaves no file under the output's name, and no temporary.
+Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.h5md.writer.H5MDWriter`,
+under a temporary name renamed (after an fsync) when the writer is closed cleanly: a pipeline that fails or is
+interrupted leaves no file under the output's name, and no temporary.
 
-``followable=True`` trades that for a file others can read while it grows (``trajscale run
---follow``): each frame is written under the output's own name when ``write()`` is called, and is in
-the file (flushed) when it returns; ``close()`` marks the file complete.  A pipeline that fails keeps
-the frames it wrote, unmarked; one that is killed leaves them too, with rows reserved past the last
-frame that ``trajscale repair`` drops.
+``followable=True`` trades that for a file others can read while it grows: each frame is written under the
+output's own name and flushed when ``write()`` returns; ``close()`` marks the file complete. A failed pipeline
+keeps the frames it wrote, unmarked (a killed one's reserved rows ``trajscale repair`` drops).
 """
 
 from __future__ import annotations
@@ -61,9 +57,8 @@ class Writer(WriterBase):
     group
         The particle group's name.
     followable
-        Write each frame under the output's own name as it comes (flushed when ``write()`` returns), so
-        that ``trajscale run --follow`` can follow the file; the end marker is set by ``close()``.
-        Default False: frames gather in slabs in a temporary file, renamed when the writer closes.
+        Write each frame under the output's own name, flushed when ``write()`` returns, for ``run --follow``
+        (default False: slabs in a temporary file, renamed when the writer closes).
     """
 
     format = "TRAJSCALE"
@@ -107,7 +102,6 @@ class Writer(WriterBase):
             raise OutputError(self._final, f"cannot create its temporary file {self._tmp.name}") from exc
 
     def _write_next_frame(self, obj) -> None:
-        """Add the current frame of an AtomGroup or Universe."""
         from MDAnalysis.core.groups import AtomGroup
 
         ag = getattr(obj, "atoms", obj)
@@ -152,8 +146,7 @@ class Writer(WriterBase):
         return False
 
     def _abandon(self) -> None:
-        """Drop what was written: close the temporary file and remove it; the output is never made.
-        A followable file keeps its frames (a follower may have read them), without the end marker."""
+        """Remove the temporary file; the output is never made (a followable file keeps its frames, unmarked)."""
         self._rows = []
         writer, self._writer = self._writer, None
         if writer is not None:

@@ -1,9 +1,7 @@
 """One trajectory file read by MDAnalysis's reader class for its format, without a topology or a Universe.
 
-This reads DCD (told by its header) and every other format MDAnalysis reads
-(NetCDF, LAMMPS DCD, GRO, PDB, ...; told by the file's extension, as MDAnalysis
-tells them): a whole trajectory, or one part of a chain. A worker opens the
-reader for its file alone; no topology is parsed per file or per worker.
+DCD (told by its header) and every other format MDAnalysis reads (told by the extension, as MDAnalysis tells
+them): a whole trajectory, or one part of a chain. No topology is parsed per file or per worker.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ class MDAPartSource(OneFileSource):
     path
         The trajectory file.
     n_atoms
-        Atoms per frame, if known (checked against the file; formats without an
-        atom count in the file need it).
+        Atoms per frame, if known (checked against the file; formats without an atom count need it).
     format
         MDAnalysis's format name (default: the DCD header, else MDAnalysis's guess from the extension).
     """
@@ -83,8 +80,7 @@ class MDAPartSource(OneFileSource):
 
     @staticmethod
     def mdanalysis_format(path: str) -> str | None:
-        """MDAnalysis's name for the format of ``path`` from its extension, if MDAnalysis has a reader
-        for it; else None."""
+        """MDAnalysis's name for the format of ``path`` from its extension, if it has a reader for it; else None."""
         from MDAnalysis.coordinates.core import get_reader_for
         from MDAnalysis.lib.util import guess_format
 
@@ -113,8 +109,7 @@ class MDAPartSource(OneFileSource):
 
     @property
     def native_units(self) -> dict[str, str]:
-        """The units the file stores, as MDAnalysis's reader for its format declares them
-        (``{"length": "Angstrom", "time": "AKMA", ...}``)."""
+        """The units the file stores, as MDAnalysis's reader for its format declares them."""
         return dict(self._reader.units or {})
 
     def get_config(self) -> dict:

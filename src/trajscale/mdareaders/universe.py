@@ -17,11 +17,7 @@ log = logging.getLogger(__name__)
 
 def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | None, out: dict[str, np.ndarray],
                 box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-    """Frames ``start:stop:stride`` of an MDAnalysis reader into preallocated rows (selected atoms only).
-
-    A sliced reader seeks to each kept frame: skipped frames are not decoded.
-    Rows without a box stay as they are (zeros in a fresh block).
-    """
+    """Frames ``start:stop:stride`` of an MDAnalysis reader into preallocated rows (selected atoms only)."""
     for i, ts in enumerate(reader[start:stop:stride]):
         for fl, arr in out.items():
             src = getattr(ts, FIELD_ATTRS[fl])
@@ -36,14 +32,7 @@ def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | No
 
 
 class MDASource(Source):
-    """Frames from any MDAnalysis-readable trajectory (one or several files, concatenated).
-
-    The reader itself is per-frame (that is how XTC, DCD and friends are laid
-    out); this source copies each frame's selected atoms straight into the
-    block's preallocated arrays.  MDAnalysis decodes whole frames into one
-    Timestep it reuses, so memory beyond that one frame is the block's
-    selected atoms (:meth:`Source.bytes_per_frame`).
-    """
+    """Frames from any MDAnalysis-readable trajectory, each frame's selected atoms copied from the reused Timestep."""
 
     kind = "mda"
     worker_modules = ("MDAnalysis",)

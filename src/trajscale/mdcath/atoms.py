@@ -1,21 +1,17 @@
 """An mdCATH file's atoms from the file itself: what an analysis labels its features with, without MDAnalysis.
 
 mdCATH keeps, beside each domain's ``pdbProteinAtoms`` text, one value per atom in datasets: ``resid``,
-``resname``, ``chain`` (and ``element``, ``z``).  Atom names are in the text alone (its columns 13-16).
-:func:`labelled_topology` reads the names from the text's fixed columns, as MDAnalysis's PDB parser reads
-them (its first model; the line's ``ATOM``/``HETATM`` records up to the first ``END``), and the residues and
-chains from the datasets, and checks every field before use: each dataset one value per atom of the
-member's coordinates, of the kind it should hold (integers, text), and equal to the text's columns (residue
-names and numbers; the chains one for one with the text's segments).  A file that fails a check is refused
-(:class:`~trajscale.errors.InputFileError`, with the field and the first atom that disagrees): an ensemble
-refuses that member alone.  A dataset the file lacks is taken from the text's columns, as MDAnalysis takes it.
+``resname``, ``chain`` (and ``element``, ``z``); atom names are in the text alone (columns 13-16).
+:func:`labelled_topology` reads the names as MDAnalysis's PDB parser does (first model, ``ATOM``/``HETATM`` up
+to the first ``END``), the residues and chains from the datasets, and checks every field before use (one value
+per atom, the right kind, equal to the text's columns). A file that fails a check is refused
+(:class:`~trajscale.errors.InputFileError`, naming the field and first atom): an ensemble refuses that member
+alone. A dataset the file lacks is taken from the text's columns, as MDAnalysis takes it.
 
-Residues are the runs of atoms with one residue number, name, insertion code and chain (MDAnalysis's), so
-the φ/ψ atoms found from these labels are those MDAnalysis's ``Ramachandran`` finds on the text's Universe;
-the features' ``chain`` label is the file's ``chain`` dataset.
+Residues are the runs of atoms with one residue number, name, insertion code and chain (MDAnalysis's), so the
+φ/ψ atoms found are those MDAnalysis's ``Ramachandran`` finds on the text's Universe.
 
-The result is kept per file version (its byte store's identity) and shared by files whose text and datasets
-are the same bytes (one topology object: what analyses derive from it is computed once).
+The result is kept per file version and shared by files whose text and datasets are the same bytes.
 """
 
 from __future__ import annotations
@@ -58,8 +54,7 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
         _BY_FILE.move_to_end(key)
         return top
     file = kept.file_key(store)
-    # the digest an earlier run found of this file's atoms: a topology this process read from another file
-    # with the same ones is this file's too, without its text and datasets loaded and hashed again
+    # an earlier run's digest of this file's atoms: a topology read from another file with the same ones serves
     known = _known_digest(file)
     top = _BY_CONTENT.get(known + n_atoms.to_bytes(8, "little")) if known is not None else None
     if top is not None:
@@ -92,8 +87,7 @@ def _known_digest(file: list | None) -> bytes | None:
 
 
 def _stored(store: ByteStore, path: str, prepares: bool) -> tuple[str, dict[str, np.ndarray | None]]:
-    """The file's ``pdbProteinAtoms`` text and per-atom datasets as stored: from trajscale's cache where an earlier
-    run read this file (:mod:`.kept`), else from its HDF5 (then kept)."""
+    """The file's ``pdbProteinAtoms`` text and per-atom datasets as stored: from the cache (:mod:`.kept`), or HDF5."""
     file = kept.file_key(store)
     entry = kept.load(file, "atoms")
     if entry is not None:
@@ -124,8 +118,7 @@ def _keep(cache: OrderedDict, key, value) -> None:
 
 
 def _dataset(group: h5py.Group, name: str, where: str) -> np.ndarray | None:
-    """The per-atom dataset ``name`` as it is stored (None where the file has none), checked to be one
-    dimension of integers (``resid``) or text."""
+    """The per-atom dataset ``name`` as stored (None if absent), checked to be 1-D integers (``resid``) or text."""
     import h5py
 
     ds = group.get(name)
@@ -185,8 +178,7 @@ def atom_labels(text: str, raw: dict[str, np.ndarray | None], n_atoms: int, wher
 
 
 def _columns(text: str):
-    """``cols(field)``: the stripped text of ``field`` of each atom record of the first model, as MDAnalysis's PDB
-    parser reads them (:func:`trajscale.topology.columns.record_columns`)."""
+    """``cols(field)`` of each atom record of the first model, as MDAnalysis's PDB parser reads them."""
     return record_columns(text)[1]
 
 

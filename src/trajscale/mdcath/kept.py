@@ -1,21 +1,17 @@
 """What describing a local mdCATH file found, kept for the next run on the same file (trajscale's cache).
 
-Describing a file (its members' layouts, checked; :func:`~.source.ensemble_members`) and reading its atoms
-(:func:`~.atoms.labelled_topology`) open its HDF5 metadata with h5py: about 10 ms a file, and h5py's import
-once per process. A second run over the same files reads both from one JSON entry a file instead, and
-needs no HDF5: the entry is the first run's own result (the layouts as the first process shipped them to
-its workers; the ``pdbProteinAtoms`` text and the per-atom datasets as stored, which the atoms are then
-read and checked from as before), so the run's features are the same bits. A third, small entry keeps the
-digest of that text and those datasets: a process that already read the same atoms from another file (an
-ensemble's files of one protein) takes them for this one without loading its text.
+Describing a file (:func:`~.source.ensemble_members`) and reading its atoms (:func:`~.atoms.labelled_topology`)
+open its HDF5 metadata with h5py: about 10 ms a file, and h5py's import. A second run reads both from one JSON
+entry a file instead, with no HDF5: the entry is the first run's own result (the layouts as shipped; the
+``pdbProteinAtoms`` text and per-atom datasets as stored, checked again), so the features are the same bits. A
+small entry keeps the digest of that text and those datasets: a process that read the same atoms from another
+file takes them without loading this one's text.
 
-An entry is named by the file's identity, the same that a worker checks before reading at the described
-offsets (real path, device, inode, size, modification time in ns), and the file's status-change time
-too (which no one can set back: a file rewritten in place whose size and modification time were kept
-still misses). Objects behind URLs keep their HDF5 metadata in their own cache
-(:mod:`trajscale.hdf5.metadata`); only files at hand are kept here. Entries are kept as every
-trajscale cache keeps them (:mod:`trajscale.cache_files`); a damaged or foreign entry is a miss.
-``TRAJSCALE_TOPOLOGY_CACHE=0`` turns this cache off with the topology caches.
+An entry is named by the file's identity (real path, device, inode, size, modification time in ns) and its
+status-change time (which no one can set back). Objects behind URLs keep their HDF5 metadata in their own cache
+(:mod:`trajscale.hdf5.metadata`). Entries are kept as every trajscale cache keeps them
+(:mod:`trajscale.cache_files`); a damaged or foreign entry is a miss. ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns this
+cache off with the topology caches.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ def cache_dir() -> Path:
 
 
 def file_key(store: ByteStore) -> list | None:
-    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, a file
-    whose status cannot be read, or ``TRAJSCALE_TOPOLOGY_CACHE=0``: the file's atoms are its topology)."""
+    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, caching off)."""
     if store.remote or not caches_enabled():
         return None
     identity = list(store.identity)
@@ -71,8 +66,7 @@ def _path(key: list, part: str) -> Path:
 
 
 def load(key: list | None, part: str) -> dict | None:
-    """The entry ``part`` (``"members"``, ``"atoms"``, ``"digest"``) of the file ``key`` names; None where there
-    is none."""
+    """The entry ``part`` (``"members"``, ``"atoms"``, ``"digest"``) of the file ``key`` names, or None."""
     if key is None:
         return None
     path = _path(key, part)

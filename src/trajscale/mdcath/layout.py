@@ -1,13 +1,9 @@
 """mdCATH's file layout: what a file holds, checked field by field, and where each member's data lie.
 
-:func:`describe` checks one member of an open file (shapes, the frame count against ``numFrames``,
-dtypes, units, storage, that the data lie inside the file) and gives its :class:`MemberLayout`: what
+:func:`describe` checks one member of an open file and gives its :class:`MemberLayout`, what
 :class:`~.mdcath.MDCATHSource` reads by. :func:`members` lists a file's members with their labels,
-:func:`pdb_text` and :func:`universe` give its topology.
-
-Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`), and HDF5's view
-of it is the one :mod:`trajscale.hdf5.files` opens for any store; whether a file is mdCATH's is told from
-its first bytes where they hold the root's groups (:func:`looks_like`).
+:func:`pdb_text` and :func:`universe` give its topology. HDF5's view of a file is the one
+:mod:`trajscale.hdf5.files` opens for any store.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import io
 import logging
 import os
 from collections import OrderedDict
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,8 +56,7 @@ def member_location(path: str, key: str) -> str:
 
 @dataclass(frozen=True)
 class FieldAt:
-    """Where one ``(frames, atoms, 3)`` dataset's bytes lie: its byte offset in the file, NumPy dtype string,
-    and the factor to MDAnalysis's units."""
+    """Where one ``(frames, atoms, 3)`` dataset lies: byte offset, NumPy dtype string, factor to MDAnalysis's units."""
 
     offset: int
     dtype: str
@@ -69,12 +65,8 @@ class FieldAt:
 
 @dataclass(frozen=True)
 class MemberLayout:
-    """One member as checked by the process that opened it first: what a worker reads it by.
-
-    ``identity`` is its byte store's (:attr:`~trajscale.storage.bytestore.ByteStore.identity`: a local file's
-    path, device, inode, size and modification time, an object's URL, ETag and size); ``box`` is the
-    member's one box as MDAnalysis dimensions (Å, degrees), None without one.
-    """
+    """One member as checked by the process that opened it first (what a worker reads it by); ``box``: MDAnalysis
+    dimensions (Å, degrees), None without one."""
 
     domain: str
     n_frames: int
@@ -140,8 +132,7 @@ def member_keys(group: h5py.Group) -> list[str]:
 
 @dataclass(frozen=True)
 class Domain:
-    """What a file's members share, looked up once for them all: the domain's name and group, the members'
-    keys, and the shape of its ``z`` (None without one)."""
+    """What a file's members share, looked up once: the domain's name and group, the members' keys, ``z``'s shape."""
 
     name: str
     group: h5py.Group
@@ -163,9 +154,7 @@ def member_labels(domain: str, key: str) -> dict:
 
 
 class _Stored:
-    """A dataset as HDF5's low-level handle tells it: the few properties describing a member reads. h5py's
-    ``Dataset`` object costs about 0.1 ms to make, the most of describing a member, times the members of
-    thousands of files."""
+    """A dataset as HDF5's low-level handle tells it (an h5py ``Dataset`` costs ~0.1 ms to make)."""
 
     def __init__(self, dsid: h5py.h5d.DatasetID) -> None:
         import h5py
@@ -202,8 +191,7 @@ def _dataset(group: h5py.Group, name: str) -> _Stored | None:
 
 
 def _unit(ds: _Stored, table: dict, default: str, where: str, what: str) -> float | None:
-    """The factor from ``ds``'s ``unit`` attribute (absent: the layout's ``default``) to MDAnalysis's units;
-    None for a unit the table does not know."""
+    """The factor from ``ds``'s ``unit`` (absent: ``default``) to MDAnalysis's units; None for an unknown unit."""
     unit = ds.attrs.get("unit", default)
     if isinstance(unit, bytes | np.bytes_):
         unit = unit.decode("utf-8", "replace")
@@ -234,8 +222,7 @@ def _field_at(ds: _Stored, shape: tuple[int, int, int], file_size: int, where: s
 
 
 def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
-    """The member's box as MDAnalysis dimensions: mdCATH stores the first frame's box as a diagonal 3x3
-    matrix in nm (``unit``); an older layout as 3 edges. None without one (analyses that need a box refuse)."""
+    """The member's box as MDAnalysis dimensions (a diagonal 3x3 matrix in nm; older: 3 edges), None without one."""
     ds = _dataset(group, "box")
     if ds is None:
         return None
@@ -262,8 +249,7 @@ def _box(group: h5py.Group, where: str) -> tuple[float, ...] | None:
 
 def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity: tuple,
              domain: Domain | None = None) -> MemberLayout:
-    """Check member ``key`` of the open mdCATH file ``f`` (None: its only member) and say where its data lie
-    (``domain``: what the file's members share, when the caller has looked it up already)."""
+    """Check member ``key`` of the open mdCATH file ``f`` (None: its only one) and say where its data lie."""
 
     domain = Domain.of(f, where) if domain is None else domain
     keys = domain.keys
@@ -303,8 +289,7 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
 
 
 def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayout, key: str) -> None:
-    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways, the
-    offsets' through ``store``): the addresses are HDF5's to define."""
+    """The layout's offsets must give HDF5's own values (the last frame's first atoms, read both ways)."""
     if not layout.n_frames or not layout.n_atoms:
         return
     ds = f[layout.domain][key]["coords"]
@@ -319,8 +304,7 @@ def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayo
 
 
 class _HeadFile(ReadOnlyFile):
-    """The first bytes of an object as a file for h5py: enough to tell the layout of most files without a
-    request; ``beyond`` says HDF5 asked for more."""
+    """An object's first bytes as a file for h5py (most layouts told without a request); ``beyond``: HDF5 asked more."""
 
     def __init__(self, head: bytes, size: int) -> None:
         super().__init__()
@@ -346,8 +330,7 @@ HEAD = 64 * 1024
 
 
 def looks_like(store: ByteStore) -> bool:
-    """Whether the bytes of ``store`` are an mdCATH file: told from its first bytes where they hold the root's
-    groups (an object's came with its first request: no request more), else from HDF5's view of the file."""
+    """Whether ``store`` holds an mdCATH file: from its first bytes where they hold the root, else HDF5's view."""
     import h5py
 
     head = store.first_bytes(HEAD)
@@ -368,10 +351,7 @@ def looks_like(store: ByteStore) -> bool:
 
 
 class hdf5_of:
-    """``with hdf5_of(store, prepares) as f``: HDF5's view of the file in ``store``
-    (:func:`~trajscale.hdf5.files.file_of`), the store left open (``prepares``: this process describes the file,
-    and the metadata it reads of an object is kept for the next run on it; else a worker's, which fetches what it
-    reads)."""
+    """``with hdf5_of(store, prepares) as f``: HDF5's view of ``store``'s file (``prepares``: metadata kept)."""
 
     def __init__(self, store: ByteStore, prepares: bool = True) -> None:
         from ..hdf5.files import FileRequest, file_of
@@ -394,25 +374,11 @@ class hdf5_of:
 # ----------------------------------------------------------------------------- what the ensemble asks
 
 def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
-    """``[(member key, labels), ...]`` of an mdCATH file (local or a URL), in temperature and replica order;
-    labels are ``{"domain", "temperature", "replica"}``."""
+    """``[(member key, {"domain", "temperature", "replica"}), ...]`` of an mdCATH file, in numeric order."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store) as f:
+    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
-
-
-class _opened:
-    """``with _opened(path, options) as store``: the location's byte store, closed after."""
-
-    def __init__(self, path: str, storage_options: dict | None) -> None:
-        self.store = open_bytes(path, storage_options)
-
-    def __enter__(self) -> ByteStore:
-        return self.store
-
-    def __exit__(self, *exc) -> None:
-        self.store.close()
 
 
 def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
@@ -431,21 +397,19 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
 def pdb_text(location: str, storage_options: dict | None = None) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store, hdf5_of(store) as f:
+    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
         return read_text(f, path)
 
 
 def universe(location: str, storage_options: dict | None = None):
-    """An MDAnalysis Universe of the file's protein, parsed from its ``pdbProteinAtoms`` (the same atoms,
-    in the same order, as every member's frames; its one frame is the PDB's coordinates)."""
+    """An MDAnalysis Universe of the file's protein from its ``pdbProteinAtoms`` (every member's atoms, in order)."""
     path, _ = split_member(location)
-    with _opened(path, storage_options) as store:
+    with closing(open_bytes(path, storage_options)) as store:
         return universe_of(store, path)
 
 
 def universe_of(store: ByteStore, path: str, prepares: bool = True):
-    """:func:`universe` of the file in ``store`` (at ``path``), parsed once per version of the file in this
-    process (its store's identity: a file's 25 members share one topology)."""
+    """:func:`universe` of the file in ``store``, parsed once per file version (25 members share one topology)."""
     key = tuple(store.identity)
     if key in _UNIVERSES:
         _UNIVERSES.move_to_end(key)
@@ -476,8 +440,7 @@ def parse_universe(text: str, path: str):
     return u
 
 
-#: Topologies parsed in this process, by their file's store identity (a local file's path, device, inode, size
-#: and modification time; an object's URL, ETag and size): the last few.
+#: Topologies parsed in this process, by their file's store identity: the last few.
 _UNIVERSES: OrderedDict = OrderedDict()
 UNIVERSES_KEPT = 8
 

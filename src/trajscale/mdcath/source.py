@@ -1,31 +1,23 @@
 """mdCATH's per-domain HDF5 files: each (temperature, replica) a trajectory of its own, read-only.
 
-mdCATH (Mirarchi et al., Sci Data 2024; the builder in compsciencelab/mdCATH) keeps one file
-``mdcath_dataset_{domain}.h5`` per CATH domain. Its root holds one group, ``/{domain}``, with the
-protein's atoms (``chain``, ``element``, ``resid``, ``resname``, ``z``) and three texts (``pdb`` and
-``psf`` of the whole simulated system, ``pdbProteinAtoms`` of the protein alone); under it,
-``/{domain}/{temperature}/{replica}`` (320, 348, 379, 413, 450 K; replicas 0-4) holds ``coords``
-(frames x atoms x 3, float32, Å, contiguous and uncompressed), ``forces`` (kcal/mol/Å), ``box`` (the
-first frame's box, a diagonal 3x3 matrix in nm), ``rmsd``, ``rmsf``, ``gyrationRadius``, ``dssp`` and
-the attribute ``numFrames``.
+mdCATH (Mirarchi et al., Sci Data 2024) keeps one file ``mdcath_dataset_{domain}.h5`` per CATH domain. Its root
+holds one group, ``/{domain}``, with the protein's atoms (``chain``, ``element``, ``resid``, ``resname``, ``z``)
+and three texts (``pdb``, ``psf``, ``pdbProteinAtoms`` of the protein alone); under it,
+``/{domain}/{temperature}/{replica}`` (320-450 K; replicas 0-4) holds ``coords`` (frames x atoms x 3, float32,
+Å, contiguous and uncompressed), ``forces`` (kcal/mol/Å), ``box`` (the first frame's, a diagonal 3x3 matrix in
+nm), ``rmsd``, ``rmsf``, ``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
 
-A member (one temperature and replica) is named by its key ``"{temperature}/{replica}"``: given as
-``member=`` or after the file's name, ``mdcath_dataset_1abcA00.h5#348/0``. A file is recognised by its
-own bytes (HDF5 whose root holds one group with a ``pdbProteinAtoms`` text); the topology is that
-text (:func:`universe`), and :func:`members` lists a file's members with their labels (domain,
-temperature, replica).
+A member is named ``"{temperature}/{replica}"``: given as ``member=`` or after the file's name,
+``mdcath_dataset_1abcA00.h5#348/0``. A file is recognised by its own bytes (HDF5 whose root holds one group
+with a ``pdbProteinAtoms`` text); the topology is that text (:func:`universe`); :func:`members` lists the
+members with their labels.
 
-Every file is read through its byte store (:func:`~trajscale.storage.opener.open_bytes`: a local file,
-or the object behind ``s3://``, ``http(s)://``, ...), the same way for either. The process that opens a
-member first reads its HDF5 metadata (h5py, on the file where the store says it lies or on a caching file
-object over the store's bytes: :func:`~.layout.hdf5_of`), checks every field it will use (shapes,
-frame count against ``numFrames``, dtypes, units, that the data lie inside the file) and records where
-the coordinates and forces lie (:class:`MemberLayout`) and the store's identity. That record travels in
-the config, with what the store needs to be opened again without a request (its
-:meth:`~trajscale.storage.bytestore.ByteStore.state`): a worker reads frames at those byte offsets
-(:class:`~trajscale.hdf5.chunks.ChunkReads`: the compiled ``pread`` gather where the store has a
-descriptor, coalesced range reads otherwise) without opening HDF5 at all, after checking that the
-store's identity is the one described.
+Every file is read through its byte store, local or behind a URL, the same way. The process that opens a member
+first reads its HDF5 metadata (:func:`~.layout.hdf5_of`), checks every field it will use (shapes, frame count
+against ``numFrames``, dtypes, units, that the data lie inside the file) and records where the coordinates and
+forces lie (:class:`MemberLayout`) with the store's identity. That record travels in the config with the store's
+:meth:`~trajscale.storage.bytestore.ByteStore.state`: a worker reads frames at those byte offsets
+(:class:`~trajscale.hdf5.chunks.ChunkReads`) without opening HDF5 at all, after checking the store's identity.
 
 Frames are 1 ns apart: frame ``i`` is at ``(i + 1) * 1000`` ps with step ``i + 1``, as mdCATH's own
 conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnalysis's kJ/(mol Å).
@@ -71,15 +63,10 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 log = logging.getLogger(__name__)
 
 def ensemble_members(location: str, base):
-    """The members an mdCATH file holds, for an ensemble (the expansion hook mdCATH's traits name,
-    :attr:`~trajscale.formats.FormatTraits.members`): one :class:`~trajscale.ensemble.Member` per temperature and
-    replica, named ``{base's name}/{temperature}/{replica}`` (the file name's ``mdcath_dataset_`` left out),
-    labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with the Source config that reads
-    it (checked now, with its data's byte offsets: workers open no HDF5). None when the file is not
-    mdCATH's (it is then read as one trajectory, as usual).
-
-    The topology is the file's own ``pdbProteinAtoms`` (:func:`universe`): the members carry none.
-    """
+    """The members an mdCATH file holds, for an ensemble (:attr:`~trajscale.formats.FormatTraits.members`): one
+    :class:`~trajscale.ensemble.Member` per temperature and replica, named ``{base's name}/{temperature}/{replica}``
+    (``mdcath_dataset_`` left out), labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with
+    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's."""
     import dataclasses
 
     path, only = split_member(location)
@@ -108,8 +95,7 @@ def ensemble_members(location: str, base):
     stem = base.name[len("mdcath_dataset_"):] if base.name.startswith("mdcath_dataset_") else base.name
     out = []
     for key, layout in layouts:
-        # a damaged member goes without its layout: its Source checks it again when the member is prepared, and
-        # that error refuses this member alone, with its reason, as a damaged trajectory file is refused
+        # a damaged member goes without its layout: its Source's check then refuses this member alone
         source = {"kind": MDCATHSource.kind, "path": path, "member": key, **shipped}
         if layout is not None:
             source["layout"] = layout.to_dict()
@@ -139,11 +125,8 @@ _DAMAGE = (KeyError, OSError, RuntimeError, ValueError, TypeError)
 def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
     """Whether the file in ``store`` is mdCATH's, and HDF5's view of it, open, where that view told it.
 
-    A file at hand is told by the view that describes it: one HDF5 open a file (:func:`looks_like`'s view of its
-    first bytes, where they do not hold the root's groups, opens it twice more). An object is told from its first
-    bytes first (no request more for a file that is not mdCATH's). Where the whole view cannot be opened or
-    read, :func:`looks_like` says, as before (a damaged mdCATH file is then one member, refused when opened).
-    """
+    A file at hand is told by the view that describes it (one HDF5 open); an object from its first bytes first
+    (no more requests for a file that is not mdCATH's). Where the view cannot be opened, :func:`looks_like` says."""
     if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
         try:
             view = hdf5_of(store)
@@ -164,10 +147,7 @@ def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
 
 def _layouts(f: h5py.File, store: ByteStore, path: str,
              only: str | None) -> tuple[str, list[tuple[str, MemberLayout | None]]]:
-    """The domain's name and every member's layout (or ``only``'s), checked; None for a member that fails a
-    check (its attributes and datasets disagree, a dataset is missing or lies outside the file). Where the
-    bytes are at hand (a local file), the first sound member's offsets are checked against HDF5's reads too
-    (the others' come from the same HDF5 call; where each read is a request, the check would be one more)."""
+    """The domain's name and every member's layout (or ``only``'s), checked (None for one that fails a check)."""
     domain = Domain.of(f, path)
     identity = tuple(store.identity)
     out: list[tuple[str, MemberLayout | None]] = []
@@ -199,11 +179,10 @@ class MDCATHSource(Source):
     storage_options
         For a URL: the object store's options (None: the run's).
     layout
-        What the first process found (:class:`MemberLayout` as a dict): given, HDF5 is not opened, and the
-        file must still be the one described (its store's identity).
+        What the first process found (:class:`MemberLayout` as a dict): HDF5 is not opened, and the file must
+        still be the one described.
     round_trip, identity
-        For a URL: the shortest round trip the first process saw, and the object's identity (ETag, size) it
-        read: given, the object is opened without a request (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
+        For a URL: what the first process saw; the object is then opened without a request.
     """
 
     kind = "mdcath"
@@ -248,9 +227,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def on_store(cls, store: ByteStore, path: str, member: str, layout: MemberLayout) -> MDCATHSource:
-        """Member ``member`` of the file whose bytes ``store`` holds, read at ``layout``'s offsets, through
-        ``store``: one store (one descriptor) for every member of a file. The store stays its caller's to
-        close; it must still be the file described (its identity)."""
+        """Member ``member`` read at ``layout``'s offsets through the file's shared ``store`` (the caller's)."""
         if tuple(store.identity) != tuple(layout.identity):
             raise InputFileError(path, "changed since it was first opened (its size, modification time, inode or "
                                        "ETag); open it again")
@@ -272,8 +249,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def member_bytes(cls, config: dict) -> int:
-        """The member's coordinates' bytes, from the layout its config records (0 without one: a damaged
-        member, checked again when it is opened)."""
+        """The member's coordinates' bytes, from its config's layout (0 without one: checked again when opened)."""
         if not config.get("layout"):
             return 0
         try:
@@ -304,8 +280,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
-        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the file's first bytes
-        where they hold the root's groups)."""
+        """HDF5 whose root holds one group with a ``pdbProteinAtoms`` text (told from the first bytes where it can)."""
         path, _ = split_member(path)
         try:   # (the registry's store is read, not opened again; a member's path has none)
             with store_for(path, store) as bytes_of:
@@ -335,17 +310,13 @@ class MDCATHSource(Source):
 
     @property
     def universe(self):
-        """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed on first use,
-        then kept by this Source)."""
+        """The member's topology: its file's ``pdbProteinAtoms`` as an MDAnalysis Universe (parsed once, then kept)."""
         if getattr(self, "_universe", None) is None:
             self._universe = universe_of(self._store, self._path, self._prepares)
         return self._universe
 
     def own_universe(self):
-        """The member's atoms, from its own file: a run needs no topology file. Their labels come from the file's
-        per-atom datasets and its text's atom names, checked (:func:`~.atoms.labelled_topology`): the
-        ``"protein"`` selection and the features' labels need no MDAnalysis; anything more builds
-        :attr:`universe`'s twin."""
+        """The member's atoms from its own file (:func:`~.atoms.labelled_topology`): no topology file, no MDAnalysis."""
         from .atoms import labelled_topology
 
         return labelled_topology(self._store, self._path, self._layout.n_atoms, self._prepares)
@@ -419,8 +390,7 @@ class MDCATHSource(Source):
             self.bytes_read += n * plan.n_columns * 3 * np.dtype(at.dtype).itemsize
 
     def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
-        """The frames' every atom at their byte offsets, one compiled read per field for all of them (a file at
-        hand); False where the store has no descriptor (the caller reads by runs)."""
+        """Every atom of ``frames`` at their offsets, one compiled read per field; False without a descriptor."""
         frames = np.asarray(frames, np.int64)
         for fl, arr in out.items():
             at = self._layout.coords if fl == "position" else self._layout.forces
@@ -448,7 +418,6 @@ class MDCATHSource(Source):
                                              "the file is truncated or damaged")
 
     def _chunk_reads(self, fl: str, at: FieldAt):
-        """The reader of one field at its offset, through the file's byte store."""
         reads = self._reads.get(fl)
         if reads is None:
             from ..hdf5.chunks import ChunkIndex, ChunkReads
@@ -461,8 +430,7 @@ class MDCATHSource(Source):
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """Start fetching the bytes the next read with these arguments takes (a store that cannot read ahead,
-        a local file: nothing)."""
+        """Start fetching the bytes the next read with these arguments takes (where the store reads ahead)."""
         if not self.reads_ahead or not 0 <= start < stop <= self.n_frames or any(f not in self.fields for f in fields):
             return
         if atoms is not None:
@@ -501,9 +469,7 @@ class MDCATHSource(Source):
 
 
 class MembersOnStore:
-    """The members of one mdCATH file read through its one store (:meth:`MDCATHSource.shared_file`): each at
-    the layout its config recorded, or, on a node's copy of the file (``described_here``), described anew on
-    the copy, from one HDF5 open for all its members. The store stays its caller's to close."""
+    """One mdCATH file's members read through its one store (the caller's), at their layouts or described anew."""
 
     def __init__(self, store: ByteStore, path: str, described_here: bool) -> None:
         self._store, self.path, self._described_here = store, path, described_here

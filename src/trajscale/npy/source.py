@@ -1,14 +1,8 @@
 """A stack of coordinates saved by NumPy: an ``.npy`` array of shape (frames, atoms, 3), in Å.
 
-``numpy.save("traj.npy", positions)`` is how many scripts keep a trajectory they
-computed or extracted (MDAnalysis's ``timeseries(order="fac")``, a generative
-model's samples). The file is mapped, not loaded: a range of frames is one slab
-read of the mapped array, and only the selected atoms are copied out.
-
-The array holds positions only. Steps are the frame indices and times are the
-frame indices in ps, as MDAnalysis's ``MemoryReader`` numbers the frames of an
-array (``dt`` 1 ps); there is no box, so an analysis that needs one refuses the
-file.
+The file is mapped, not loaded: a range of frames is one slab read of the mapped array, and only the selected
+atoms are copied out. Steps are the frame indices and times the frame indices in ps, as MDAnalysis's
+``MemoryReader`` numbers an array's frames; there is no box, so an analysis that needs one refuses the file.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .base import Source
 
-    #: Kind -> Source class (``"h5md"``, ``"xdr"``, ``"mda_part"``, ``"segments"``, ...), as a Source's
-    #: ``get_config()`` names it. Built when first read (it imports every source module).
+    #: Kind -> Source class, as ``get_config()`` names it; built when first read (it imports every source).
     SOURCES: dict[str, type[Source]]
 
 
@@ -38,17 +37,13 @@ SCHEME = "imd://"
 
 
 def is_stream(trajectory) -> bool:
-    """Whether ``trajectory`` is an IMD stream's address rather than a file (told without importing
-    the receiver)."""
+    """Whether ``trajectory`` is an IMD stream's address rather than a file (told without importing the receiver)."""
     return isinstance(trajectory, str) and trajectory.startswith(SCHEME)
 
 
 def reader_modules(trajectories) -> tuple[str, ...]:
-    """The modules a worker will import to read ``trajectories``, told by name only (no file is opened): the
-    module of the Source the file's name ending names and what it declares (:attr:`~.base.Source.worker_modules`);
-    a name no Source claims is read through MDAnalysis; bytes a store fetches (a URL's) add the store's
-    :attr:`~trajscale.storage.ByteStore.worker_modules` and what the format reads a URL's bytes with
-    (:func:`.registry.fetched_modules`)."""
+    """The modules a worker will import to read ``trajectories``, told by name only: the Sources' modules and
+    :attr:`~.base.Source.worker_modules`, plus, for a URL, the store's and the format's fetched modules."""
     from .registry import by_name, fallback_source, fetched_modules
 
     paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
@@ -65,23 +60,19 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
                 storage_options: Mapping | None = None, **request) -> Source:
     """Open the Source that reads ``trajectories``, as the format registry (:mod:`.registry`) decides.
 
-    One file is opened by the Source its own bytes name (H5MD through :class:`H5MDSource`, XTC/TRR
-    through :class:`XDRSource`, DCD and the other formats MDAnalysis reads through
-    :class:`MDAPartSource`, a segment index or its folder through :class:`SegmentedSource`, ...).
-    Several files (local paths or URLs, in order) become one trajectory through
-    :meth:`SegmentedSource.from_parts` (each part scanned once here, by its format's Source, and shipped
-    to workers, each opening only its parts; joined as ``chain.plan_join`` decides, ``continuous``
-    letting overlapping parts join).
+    One file is opened by the Source its own bytes name (:class:`H5MDSource`, :class:`XDRSource`,
+    :class:`MDAPartSource` for the other formats MDAnalysis reads, :class:`SegmentedSource` for a segment index
+    or its folder, ...). Several files (paths or URLs, in order) become one trajectory through
+    :meth:`SegmentedSource.from_parts` (joined as ``chain.plan_join`` decides; ``continuous`` lets overlapping
+    parts join).
 
-    ``storage_options`` are those of the URLs among them (docs/remote.md; over the process's own, the
-    command line's ``--storage-option``, where both name one); the Source keeps them in its config for
-    every process that reopens it.  ``request`` takes the fields of :class:`~.base.OpenRequest` a caller
-    may give: ``driver``, ``comm``, ``collective`` (H5MD through MPI-IO), ``group`` (the H5MD particle
-    group) and ``assume_units`` (``"nm"`` or ``"Angstrom"`` for datasets without a unit attribute),
-    ``strict`` (an XTC/TRR part whose last frame is cut short is refused (True) or read without that
-    frame, with a warning (False; None: the process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`)).
-    ``topology`` is kept by a segment index for its parts; no format read here needs one.
-    """
+    ``storage_options`` are those of the URLs among them (docs/remote.md; over the process's own, the command
+    line's ``--storage-option``), kept in the config. ``request`` takes the fields of
+    :class:`~.base.OpenRequest`: ``driver``, ``comm``, ``collective`` (H5MD through MPI-IO), ``group`` and
+    ``assume_units`` (``"nm"`` or ``"Angstrom"`` for datasets without a unit attribute), ``strict`` (an XTC/TRR
+    whose last frame is cut short is refused (True) or read without it, with a warning (False; None: the
+    process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`)). ``topology`` is kept by a segment
+    index for its parts."""
     from ..storage import using
     from .base import OpenRequest
 
@@ -108,9 +99,7 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
 
 
 def _bytes_of(path: str):
-    """The :class:`~trajscale.storage.ByteStore` of ``path`` (an object's first request says a missing, denied
-    or unreachable one in one line); None where a local path has no file's bytes of its own (a folder, a
-    member of a file, a missing file: the registry says which)."""
+    """The :class:`~trajscale.storage.ByteStore` of ``path``; None where a local path has no bytes of its own."""
     from ..storage.bytestore import NoFile
     from ..storage.opener import open_bytes
 

@@ -23,8 +23,7 @@ FRAME_META_BYTES = 40
 
 @contextmanager
 def store_for(path: str, store=None):
-    """``store`` (the :class:`~trajscale.storage.ByteStore` the registry gives a Source's ``guess_format``), else
-    the file's own store, opened here and closed when the block ends."""
+    """``store`` (the registry's), else the file's own, opened here and closed when the block ends."""
     if store is not None:
         yield store
         return
@@ -38,9 +37,7 @@ def store_for(path: str, store=None):
 
 
 def file_head(path: str, n: int, store=None) -> bytes:
-    """The first ``n`` bytes of a file (fewer for a shorter one; none for a folder or an unreadable file):
-    what a Source's ``guess_format`` reads, from ``store`` or the file's own (:func:`store_for`; a URL's from
-    the one request its object's first bytes are fetched with, shared with the Source that opens it)."""
+    """The first ``n`` bytes of a file (fewer if shorter; none for a folder or unreadable file), from ``store``."""
     try:
         with store_for(path, store) as bytes_of:
             return bytes_of.first_bytes(n)
@@ -52,10 +49,8 @@ def file_head(path: str, n: int, store=None) -> bytes:
 class OpenRequest:
     """What a caller asks of the Source the format registry opens for one file.
 
-    A Source uses the fields that apply to its format and ignores the others;
-    ``group`` and ``assume_units`` are refused by the registry for a Source
-    that does not declare :attr:`Source.takes_h5md_options`.
-    """
+    A Source uses the fields that apply to its format; the registry refuses ``group`` and ``assume_units`` for
+    a Source that does not declare :attr:`Source.takes_h5md_options`."""
 
     #: Topology file (a Source whose format lacks atom data may need it; None: none given).
     topology: str | None = None
@@ -74,37 +69,27 @@ class OpenRequest:
     offsets: str | None = None
     #: The format's name when the caller knows it (a segment index records it): not guessed again.
     format: str | None = None
-    #: A part behind a URL: what the process that prepared the job looked up of it
-    #: (:meth:`~.h5md.H5MDSource.remote_state`: its identity, chunk addresses, HDF5 metadata), so a worker
-    #: opens and reads it without walking its metadata over the network.
+    #: A part behind a URL: what the preparing process looked up of it (:meth:`~.h5md.H5MDSource.remote_state`).
     shipped: dict | None = None
-    #: The file's bytes, opened already by the caller (the registry's store, which told the format): the
-    #: Source reads through it, and closes it, rather than opening the location again. Never shipped.
+    #: The file's bytes, opened already by the registry: the Source reads through it and closes it. Never shipped.
     store: object = None
 
 
 class Source(ABC):
     """A trajectory that hands out :class:`~trajscale.block.Block` objects.
 
-    A Source travels to workers and ranks as ``get_config()`` (a small dict of
-    plain values) and is reopened there with
-    :func:`trajscale.sources.source_from_config`; open file handles never cross
-    a process boundary.
-
-    A Source that opens files declares, as class attributes, the formats it
-    reads and what it can do with them; :mod:`trajscale.sources.registry` asks
-    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`.
-    """
+    A Source travels to workers and ranks as ``get_config()`` (plain values) and is reopened there with
+    :func:`trajscale.sources.source_from_config`; open file handles never cross a process boundary. Its class
+    attributes declare the formats it reads and what it can do; :mod:`trajscale.sources.registry` asks
+    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`."""
 
     kind: str = ""
-    #: The format's declared traits (:class:`~trajscale.formats.FormatTraits`), whose ``formats`` and
-    #: ``suffixes`` are this class's; None for a Source made only by another Source or from a config.
+    #: The format's declared traits, whose ``formats`` and ``suffixes`` are this class's; None (and empty
+    #: ``formats``) for a Source made only by another Source or from a config.
     traits: FormatTraits | None = None
-    #: Names of the formats this Source reads (upper case, MDAnalysis's names where it has one);
-    #: empty for a Source made only by another Source or from a config.
+    #: Names of the formats this Source reads (upper case, MDAnalysis's names where it has one).
     formats: tuple[str, ...] = ()
-    #: File name endings -> format, asked only when no Source recognises the file's bytes
-    #: (an empty or damaged file then gets its format's own error).
+    #: File name endings -> format, asked only when no Source recognises the file's bytes.
     suffixes: Mapping[str, str] = MappingProxyType({})
     #: One line for the formats table (docs and the error for an unknown format).
     description: str = ""
@@ -114,73 +99,57 @@ class Source(ABC):
     supports_parts: bool = False
     #: True when ``trajscale run --follow`` can read the file while it is being written.
     supports_following: bool = False
-    #: How a follower takes a snapshot of a file of this format being written (:mod:`.follow`): the
-    #: ``"module:function"`` called as ``(path, format, topology, group, assume_units) -> Snapshot``.
+    #: A follower's snapshot of a file being written (:mod:`.follow`): ``"module:function"`` called as
+    #: ``(path, format, topology, group, assume_units) -> Snapshot``.
     snapshots: str = ""
-    #: True when a file of this format only grows while it is written (frames appended, nothing rewritten):
-    #: a follower that sees it shrink knows it was replaced.
+    #: True when a file of this format only grows while written: a follower that sees it shrink knows it was replaced.
     grows_by_appending: bool = False
     #: True when the file lists other files (a segment index): a follower checks each part it has read.
     lists_parts: bool = False
-    #: Seconds per atom to decode one frame, per format this Source reads (XTC's compressed coordinates
-    #: cost CPU time, measured in docs/benchmarks.md); a format not named is plain floats, costed by its
-    #: bytes. The registry answers it for any format's name (:func:`.registry.decode_s_per_atom`).
+    #: Seconds per atom to decode one frame, per format (XTC's, measured in docs/benchmarks.md); a format not
+    #: named is plain floats, costed by its bytes (:func:`.registry.decode_s_per_atom`).
     decode_s_per_atom: Mapping[str, float] = MappingProxyType({})
-    #: Who decodes a frame's atoms beyond those selected, and how far, per format this Source reads:
-    #: ``prefix:WHO`` (each frame up to the last selected atom) or ``whole:WHO`` (whole frames); a format not
-    #: named is read in place (the selected atoms' bytes only). Said by the run summary (``decoding`` of
-    #: :class:`~trajscale.facts.LayoutFacts`).
+    #: Who decodes a frame's atoms beyond those selected, per format: ``prefix:WHO`` (up to the last selected
+    #: atom) or ``whole:WHO``; a format not named reads the selected atoms' bytes only (run summary's ``decoding``).
     decoding: Mapping[str, str] = MappingProxyType({})
     #: True when a range of frames is read in one call (slabs), not frame by frame.
     supports_slab_reads: bool = False
-    #: True when the frame offsets are scanned once by the preparing process and shipped in the
-    #: config (``OpenRequest.offsets``; the ``offsets`` of a part's segment record).
+    #: True when the preparing process scans the frame offsets once and ships them (``OpenRequest.offsets``).
     ships_offsets: bool = False
-    #: True when each round of a run hands the workers a config of its own (an ensemble's round lists its
-    #: members): a process keeps the latest one, the ones before let go of (not closed: what they opened is
-    #: shared with the next round's, and closed with the executor).
+    #: True when each round of a run hands the workers a config of its own (an ensemble's): a process keeps the
+    #: latest, letting go of (not closing) the ones before, whose files the next round shares.
     replaced_each_round: bool = False
     #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
     takes_h5md_options: bool = False
-    #: True when a file of this format may store its atoms' labels beside its frames
-    #: (:meth:`stored_atom_labels`): a Dataset opened from it without a topology selects on the file itself.
+    #: True when a file of this format may store its atoms' labels beside its frames (:meth:`stored_atom_labels`).
     stores_atom_labels: bool = False
     #: True when the Source reads a file behind a URL (``s3://``, ``http(s)://``) by range requests.
     reads_urls: bool = False
-    #: True when :meth:`open` reads through the store the registry opened (``OpenRequest.store``); the
-    #: registry closes it for a Source that opens the file its own way.
+    #: True when :meth:`open` reads through the registry's store (``OpenRequest.store``); else the registry closes it.
     reads_given_store: bool = False
     #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
     worker_modules: tuple[str, ...] = ()
     #: True when :meth:`read_into` fills the caller's rows directly (no block of its own in between).
     fills_rows: bool = False
-    #: When True, a Block's per-atom arrays may live in a buffer that the next
-    #: ``read`` overwrites. The task wrapper turns this on for its worker-side
-    #: sources: a fresh 100 MB array costs page faults that halve the read
-    #: bandwidth, and ``Analysis.map`` keeps no views of its block.
+    #: When True, a Block's per-atom arrays may live in a buffer the next ``read`` overwrites (worker-side
+    #: sources: a fresh 100 MB array's page faults halve the read bandwidth; ``Analysis.map`` keeps no views).
     reuse_buffers: bool = False
-    #: True when one file holds several members read through one shared store (:meth:`shared_file`): a
-    #: reader of many members opens such a file once for all of them.
+    #: True when one file holds several members read through one shared store (:meth:`shared_file`).
     shares_file_store: bool = False
 
     @classmethod
     def shared_file(cls, store, path: str, described_here: bool):
-        """The members of the file whose bytes ``store`` holds, read through it (:attr:`shares_file_store`): an
-        object with ``member(config, layout)`` (``layout`` from :meth:`member_layout`, or None with
-        ``described_here``: the member is described anew on this copy of the file) and ``close()``."""
+        """The file's members through ``store``: ``member(config, layout)`` (None: described anew), ``close()``."""
         raise NotImplementedError(f"{cls.__name__} reads one trajectory per file")
 
     @classmethod
     def member_layout(cls, config: dict):
-        """Where a member's data lie, parsed once from its config (:attr:`shares_file_store`); None for a
-        Source of one trajectory per file."""
+        """Where a member's data lie, parsed once from its config; None for one trajectory per file."""
         return None
 
     @classmethod
     def member_bytes(cls, config: dict) -> int:
-        """The bytes of the positions of the member ``config`` reads, told from the config alone (no I/O: a
-        member of a file of several, whose config records its layout); 0 where the config does not say. An
-        ensemble weighs such a member by them, and hands a short one to the worker that reads it to prepare."""
+        """The bytes of the member's positions, from its config alone (no I/O; 0: not said); ensembles weigh by them."""
         return 0
 
     #: True when a file of this format behind a URL may be read from a node-local copy (:meth:`node_copy_config`).
@@ -188,19 +157,12 @@ class Source(ABC):
 
     @classmethod
     def node_copy_config(cls, config: dict, copy_path: str) -> dict | None:
-        """``config`` (a file behind a URL) pointed at the node's local copy of the file at ``copy_path``
-        (what is described again on the copy left out); None (the default) when this format is read from its
-        URL only (:attr:`kept_on_node`)."""
+        """``config`` (a file behind a URL) pointed at the node's copy at ``copy_path``; None: read from the URL."""
         return None
 
     @classmethod
     def guess_format(cls, path: str, store=None) -> str | None:
-        """The name of the format ``path`` is in, told by its own first bytes; None when they are not
-        one of this Source's formats (the default: this Source recognises no file).
-
-        ``store``: the file's :class:`~trajscale.storage.ByteStore`, opened by the registry, whose bytes are
-        read (the registry's own Sources are given it); None: the Source reads the first bytes at ``path``
-        (:func:`file_head`), as a Source another package registers always does."""
+        """The name of the format ``path`` is in, told by its own first bytes (``store``: the registry's), or None."""
         return None
 
     @classmethod
@@ -210,9 +172,7 @@ class Source(ABC):
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
-        """The format's own report of how ``path`` stores its frames (``trajscale inspect``: groups, chunks,
-        compression, the read amplification of common access patterns), as plain values; None (the default):
-        the format has none, and ``inspect`` describes the file by what its Source reads."""
+        """The format's own report of how ``path`` stores its frames (``inspect``), as plain values; None: none."""
         return None
 
     @classmethod
@@ -222,8 +182,7 @@ class Source(ABC):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> Source:
-        """Open ``path`` as the registry asks (the format and options in ``request``; its ``store``, where the
-        registry opened one, is the file's bytes: read through it, not opened again)."""
+        """Open ``path`` as the registry asks (``request.store``, if any, is the file's bytes: read through it)."""
         raise NotImplementedError(f"{cls.__name__} is not opened from a file by the format registry")
 
     @property
@@ -233,13 +192,11 @@ class Source(ABC):
 
     @property
     def native_units(self) -> dict[str, str]:
-        """The units the file stores, in MDAnalysis's quantity names (``{"length": "nm", "time":
-        "ps", ...}``); blocks are always in MDAnalysis's units. Empty: not declared by the format."""
+        """The units the file stores, by MDAnalysis quantity (``{"length": "nm", ...}``); empty: not declared."""
         return {}
 
     def stored_units(self) -> dict[str, str | None]:
-        """Per quantity (position, box, velocity, force, time), the unit the file stores it in (H5MD's
-        unit strings), None where the format declares none: what ``convert --units source`` writes."""
+        """Per quantity, the unit the file stores (H5MD's strings; None: undeclared): ``convert --units source``."""
         from ..units import MDANALYSIS_QUANTITY, from_mdanalysis
 
         native = self.native_units
@@ -247,14 +204,11 @@ class Source(ABC):
 
     @property
     def particle_group(self) -> str | None:
-        """The group of particles the frames are read from (H5MD's ``particles/NAME``); None (the default)
-        for a format that stores one set of atoms."""
+        """The particle group the frames are read from (H5MD's ``particles/NAME``); None for one set of atoms."""
         return None
 
     def observables(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Per-frame quantities the file stores beside the frames (H5MD's ``observables``), one value per
-        frame, each with the shape and dtype of one frame's value: what ``convert`` carries over. Empty (the
-        default): none."""
+        """Per-frame quantities beside the frames (H5MD's ``observables``): shape and dtype of one frame's value."""
         return {}
 
     def read_observables(self, names, start: int, stop: int) -> dict[str, np.ndarray]:
@@ -262,14 +216,11 @@ class Source(ABC):
         return {}
 
     def stored_atom_labels(self) -> dict[str, np.ndarray]:
-        """Per-atom labels the file stores beside its frames (of ``name``, ``resname``, ``resid``, ``segid``,
-        ``mass``, those it has, one value per atom): a Dataset's labels without a topology. Empty (the
-        default): the atoms are described by a topology file the caller gives."""
+        """Per-atom labels stored beside the frames (``name``, ``resname``, ``resid``, ``segid``, ``mass``), if any."""
         return {}
 
     def frame_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every frame's time (ps, float64) and step (int64), for ``trajscale inspect``; the default reads
-        one atom of every frame, in blocks."""
+        """Every frame's time (ps, float64) and step (int64), for ``trajscale inspect``."""
         n, one = self.n_frames, np.array([0])
         times, steps = np.empty(n), np.empty(n, np.int64)
         for a in range(0, n, 4096):
@@ -278,15 +229,12 @@ class Source(ABC):
         return times, steps
 
     def remote_stats(self) -> dict | None:
-        """What reading a file behind a URL has cost this source so far: ``requests``, ``bytes``,
-        ``wait_s`` (seconds waiting on the network) and ``retries``; None for local files."""
+        """Network cost so far: ``requests``, ``bytes``, ``wait_s`` and ``retries``; None for local files."""
         return None
 
     @property
     def store(self):
-        """The one :class:`~trajscale.storage.ByteStore` the frames are read from: its validator tells the
-        run report what would show a replacement. None where there are several (a chain of files) or
-        another library reads the file."""
+        """The one :class:`~trajscale.storage.ByteStore` the frames are read from; None if several or not ours."""
         return None
 
     @property
@@ -309,11 +257,7 @@ class Source(ABC):
 
     @property
     def part_starts(self) -> tuple[int, ...]:
-        """Frames at which another file of the trajectory begins (past frame 0), in order.
-
-        Tasks begin there, so a task reads one file (or whole files): empty for
-        a trajectory in one file, the segment starts for a segmented one.
-        """
+        """Frames at which another file of the trajectory begins (past frame 0), in order: tasks begin there."""
         return ()
 
     @property
@@ -328,20 +272,16 @@ class Source(ABC):
 
     @property
     def reads_ahead(self) -> bool:
-        """True where :meth:`prefetch` fetches ahead (bytes behind a URL): a task that knows the next read
-        gains from saying it."""
+        """True where :meth:`prefetch` fetches ahead (bytes behind a URL)."""
         return False
 
     def prefetch(self, start: int, stop: int, atoms: np.ndarray | None = None,   # noqa: B027 - optional
                  fields: tuple[str, ...] = ("position",), stride: int = 1) -> None:
-        """A hint: the next :meth:`read` will be this one. A Source whose bytes are behind a URL starts
-        fetching them now, while the caller maps the block it has; the others do nothing."""
+        """A hint: the next :meth:`read` will be this one (a URL's bytes are fetched meanwhile)."""
 
     def _read_rows(self, start: int, stop: int, atoms: np.ndarray | None = None,
                    fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        """``read`` of a Source that fills rows (:meth:`read_into`; such a Source sets ``read = _read_rows``):
-        the range and request checked, the block's arrays allocated (box zeros: a frame without a box keeps
-        them), then filled."""
+        """``read`` of a Source that fills rows (it sets ``read = _read_rows``); box zeros where a frame has none."""
         self.check_range(start, stop)
         self.check_request(atoms, fields)
         n = len(range(start, stop, stride))
@@ -354,20 +294,14 @@ class Source(ABC):
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-        """Frames ``start:stop:stride`` into preallocated rows: ``out[field]``, ``box``, ``time``, ``step``.
-
-        For a source stitching others together (segments); this default reads a
-        Block and copies it, sources that can fill the rows directly override it.
-        """
+        """Frames ``start:stop:stride`` into preallocated rows (``out[field]``, ``box``, ``time``, ``step``)."""
         blk = self.read(start, stop, atoms, tuple(out), stride=stride)
         for fl, arr in out.items():
             arr[:] = getattr(blk, FIELD_ATTRS[fl])
         box[:], time[:], step[:] = blk.box, blk.time, blk.step
 
     def read_frames_into(self, frames: np.ndarray, out: dict[str, np.ndarray], time: np.ndarray) -> bool:
-        """Every atom of the frames ``frames`` (sorted, inside the source: short runs, a batch's) into the rows
-        ``out[field]`` and ``time``, in one go; False where the source reads frames by runs only (the caller
-        then reads each run with :meth:`read_into`, which also overwrites anything this left)."""
+        """Every atom of the sorted ``frames`` into ``out[field]`` and ``time`` at once; False: read by runs."""
         return False
 
     def step_time(self, frame: int) -> tuple[int, float]:
@@ -377,21 +311,16 @@ class Source(ABC):
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks).
-
-        The default: the selected atoms' float32 xyz per field, plus box, time and step.
-        """
+        """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks)."""
         n_sel = self.n_atoms if atoms is None else len(atoms)
         return n_sel * 12 * len(fields) + FRAME_META_BYTES
 
-    #: Why this file's frames end early (damage after whole frames, read up to it), or None: a part
-    #: that ends early cannot be followed by another part without a hole (``plan_join`` refuses it).
+    #: Why this file's frames end early (damage after whole frames), or None: ``plan_join`` refuses a hole.
     damaged: str | None = None
 
     #: Bytes read from storage so far, for reports (0 for a source that does not count them).
     bytes_read: int = 0
-    #: Files opened so far, and their paths in order, for a source that opens files lazily
-    #: (segments); ``opened`` is None for a source of one file opened when it is made.
+    #: Files opened so far, and their paths in order (segments); ``opened`` None for a source of one file.
     opens: int = 0
     opened: list[str] | None = None
 
@@ -401,24 +330,19 @@ class Source(ABC):
         return False
 
     def preload_frame_meta(self, start: int, stop: int) -> None:   # noqa: B027 - optional
-        """Read box, time and step of frames ``[start, stop)`` ahead, in one call per field, for a
-        worker about to read that span; the default reads them with each block."""
+        """Read box, time and step of frames ``[start, stop)`` ahead, for a worker about to read that span."""
 
     def frames_universe(self):
-        """The MDAnalysis Universe whose trajectory this Source reads (an MDAnalysis reader's): the run's
-        topology is then that Universe's, never parsed again; None for a Source that reads frames itself."""
+        """The MDAnalysis Universe whose trajectory this Source reads (the run's topology, never parsed again)."""
         return None
 
     def own_universe(self):
-        """The topology this Source carries with its frames, as an MDAnalysis Universe (an MDAnalysis reader's
-        Universe, :meth:`frames_universe`; an mdCATH member's own atoms): a run given no topology file prepares
-        its analysis on it. None (the default for a Source that reads frames itself): the atoms are described
-        by a topology file the caller gives."""
+        """The topology this Source carries with its frames, as a Universe (:meth:`frames_universe`; an mdCATH
+        member's atoms), used when no topology file is given; None: a topology file describes the atoms."""
         return self.frames_universe()
 
     def decode_seconds_per_frame(self) -> float:
-        """Seconds one frame costs to decode beyond reading its bytes (compressed formats such as
-        XTC decode every atom of a frame, whatever is selected): for ``executor="auto"``'s estimate."""
+        """Seconds one frame costs to decode beyond reading its bytes (``executor="auto"``'s estimate)."""
         return 0.0
 
     @abstractmethod
@@ -430,12 +354,7 @@ class Source(ABC):
         return LayoutFacts(format=self.kind, path=self.path)
 
     def refresh(self) -> None:   # noqa: B027 - optional; the default checks nothing
-        """Called before a source kept open by a worker serves another task.
-
-        A source that opens files lazily (segments) checks, from then on, that
-        each file it holds open is still the one it opened; the default does
-        nothing (the worker's cache checks the files a config names).
-        """
+        """Called before a kept source serves another task: one that opens files lazily checks they are unchanged."""
 
     def close(self) -> None:   # noqa: B027 - optional; a source may hold no handle
         """Release file handles."""
@@ -477,8 +396,7 @@ class Source(ABC):
 
 
 class OneFileSource(Source):
-    """A Source of one file whose format, frame and atom counts and fields are known once it is open:
-    the subclass sets ``_path``, ``_format``, ``_n_frames``, ``_n_atoms`` and ``_fields``."""
+    """A Source of one file: the subclass sets ``_path``, ``_format``, ``_n_frames``, ``_n_atoms``, ``_fields``."""
 
     _path: str
     _format: str
@@ -486,7 +404,6 @@ class OneFileSource(Source):
     _n_atoms: int
     _fields: tuple[str, ...]
 
-    # Read-only views of what the subclass set (types as declared above).
     format = property(attrgetter("_format"))
     path = property(attrgetter("_path"))
     n_frames = property(attrgetter("_n_frames"))

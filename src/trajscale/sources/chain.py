@@ -1,30 +1,21 @@
 """How consecutive trajectory files join into one trajectory: restart parts, overlaps and repeats.
 
-``gmx mdrun -noappend`` writes a run as parts (``traj.part0001.xtc``, ...), each
-beginning with the frame at the checkpoint time, which is also the previous
-part's last frame.  ``gmx trjcat`` and MDAnalysis's ``Universe(top, parts,
-continuous=True)`` join them with each time once, the later file's frame kept,
-and times neither shifted nor renumbered.  :func:`plan_join` decides the same
-for ``convert``, ``verify``, ``index`` and ``run`` (one decision, four users).
-Each file after the first is compared with the previous file that keeps frames:
+``gmx mdrun -noappend`` writes a run as parts, each beginning with the frame at the checkpoint time, which is
+also the previous part's last frame. ``gmx trjcat`` and MDAnalysis's ``continuous=True`` join them with each time
+once, the later file's frame kept, times neither shifted nor renumbered. :func:`plan_join` decides the same for
+``convert``, ``verify``, ``index`` and ``run``. Each file after the first is compared with the previous file
+that keeps frames:
 
 * it starts after that file's last time: appended as it is;
-* it starts at that file's last time (a restart part): that file's last frame
-  is dropped, the later file's kept;
-* it starts inside that file (after its first time, before its last): a real
-  overlap, refused naming both files and times, unless ``continuous`` asks for
-  the later file to win (that file's frames from the later file's first time
-  on are dropped), as trjcat does;
-* it starts at the first file's first time (times restart from zero) or at that
-  file's own first time (a copy of the whole file, as the demo's copies are):
-  renumbered, its steps and times shifted to continue the sequence with its own
-  spacing.  Steps that restart while times go on are shifted alone (H5MD needs
-  increasing steps);
-* it starts before that file's first time otherwise: the parts are out of
-  order, refused naming both files and times.
+* it starts at that file's last time (a restart part): that file's last frame is dropped;
+* it starts inside that file: a real overlap, refused naming both files and times, unless ``continuous`` asks
+  for the later file to win (as trjcat does);
+* it starts at the first file's first time (times restart) or at that file's own first time (a copy):
+  renumbered, its steps and times shifted to continue with its own spacing; steps that restart while times go
+  on are shifted alone (H5MD needs increasing steps);
+* it starts before that file's first time otherwise: out of order, refused naming both files and times.
 
-Files are kept in the order given (each file's frames are a prefix of it), so a
-joined trajectory is a list of ``(file, frames kept, step shift, time shift)``.
+A joined trajectory is a list of ``(file, frames kept, step shift, time shift)``, files in the order given.
 """
 
 from __future__ import annotations
@@ -130,11 +121,8 @@ class _Kept:
 def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     """Decide how ``sources`` (in order) join into one trajectory; see the module's rules.
 
-    ``sources`` may be a generator that keeps only the current and the previous
-    source open: each is read while it is current, and the previous one only
-    when the current one overlaps it.  Reads a few frames of one atom per file
-    (first two, last, and a binary search on an overlap); a single file is not read.
-    """
+    ``sources`` may be a generator that keeps only the current and the previous one open (the previous is
+    read only on an overlap). Reads a few frames of one atom per file; a single file is not read."""
     sources = iter(sources)
     files: list[list] = []   # [path, n_frames, n_kept, shift_step, shift_time, first_time, last_time]
     prev: _Kept | None = None

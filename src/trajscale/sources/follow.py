@@ -1,29 +1,21 @@
 """Trajectories still being written: how many of their frames are complete now, and whether they will grow.
 
-A follower (``trajscale run --follow``) takes a :class:`Snapshot` of the
-trajectory at every poll: a Source opened on the frames that are whole at that
-instant, and whether the writer has said the file is finished.
+A follower (``trajscale run --follow``) takes a :class:`Snapshot` at every poll: a Source opened on the frames
+whole at that instant, and whether the writer has said the file is finished.
 
-* H5MD: the length of ``step``, the file opened afresh at each poll without
-  HDF5's file lock, which the writer holds (:mod:`trajscale.h5md.follow`); a
-  writer that closes normally marks the file complete, a killed one never does.
-* XTC/TRR: the frames whose every byte is in the file (:mod:`trajscale.xdr.follow`:
-  the compiled header scan in its mode for growing files, which ends at the frame
-  being appended, whatever byte the writer has reached in it). These formats
-  have no end marker: a file ``TRAJ.done`` beside the trajectory says it.
+* H5MD: the length of ``step``, the file opened afresh at each poll without HDF5's file lock, which the writer
+  holds (:mod:`trajscale.h5md.follow`); a writer that closes normally marks the file complete.
+* XTC/TRR: the frames whose every byte is in the file (:mod:`trajscale.xdr.follow`). These formats have no end
+  marker: a file ``TRAJ.done`` beside the trajectory says it.
 * A segment index: the parts it lists now; ``INDEX.done`` ends it.
 
-An open that catches the writer mid-flush fails and counts as "no news" until
-the next poll.
+An open that catches the writer mid-flush fails and counts as "no news" until the next poll.
 
-A followed trajectory is one trajectory: :class:`Watch` remembers the file (its
-inode and size, the parts of an index) and its frame 0 as first read, and each
-later snapshot is checked against them, so that a file replaced under the same
-name (``gmx mdrun`` backs up ``traj.xtc`` to ``#traj.xtc.1#`` and starts a new
-one), a file that shrinks, or a part of an index that changes after it was read,
-ends the run (:attr:`~trajscale.endings.Ending.REPLACED`) instead of joining two
-runs' frames. Damage in an XTC/TRR (bytes no writer writes) ends it too
-(:attr:`~trajscale.endings.Ending.DAMAGED`), after the whole frames before it.
+:class:`Watch` remembers the file (inode and size, an index's parts) and its frame 0 as first read, and checks
+each later snapshot against them, so a file replaced under the same name (``gmx mdrun`` backs up ``traj.xtc``
+and starts a new one), one that shrinks, or a changed part ends the run
+(:attr:`~trajscale.endings.Ending.REPLACED`) instead of joining two runs' frames. Damage in an XTC/TRR ends it
+too (:attr:`~trajscale.endings.Ending.DAMAGED`), after the whole frames before it.
 """
 
 from __future__ import annotations
@@ -52,23 +44,20 @@ DONE_SUFFIX = ".done"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A trajectory at one instant: ``source`` open on its ``n_frames`` complete frames; ``finished``
-    when the writer said no frame will follow (read before the frames counted, so none is missed)."""
+    """A trajectory at one instant: ``source`` on its ``n_frames`` complete frames; ``finished`` (read first)."""
 
     source: Source
     n_frames: int
     finished: bool
     #: Bytes after the last whole frame of a finished XTC/TRR (its writer stopped inside a frame).
     torn_bytes: int = 0
-    #: Bytes after the last whole frame of an XTC/TRR, finished or not (a frame in progress, or what a
-    #: writer that died mid-frame left): an idle end says them.
+    #: Bytes after the last whole frame of an XTC/TRR, finished or not: an idle end says them.
     trailing_bytes: int = 0
     #: One line naming the damage met after the ``n_frames`` whole frames, or None.
     damage: str | None = None
 
     def warn_torn_end(self) -> None:
-        """Say, once per follow (the caller's last snapshot, not every poll), that a finished file
-        ends inside a frame that is not read."""
+        """Say, once per follow, that a finished file ends inside a frame that is not read."""
         if self.finished and self.torn_bytes > 0:
             log.warning("%s: marked finished, but its last %d bytes are not a whole frame (the writer stopped "
                         "inside frame %d); the %d whole frames are read", self.source.path, self.torn_bytes,
@@ -76,8 +65,7 @@ class Snapshot:
 
 
 def follow_match(path: str):
-    """The format registry's Source for ``path`` (:func:`.registry.guess`; by its name before it has any
-    bytes), when that Source can follow a file being written.
+    """The registry's Source for ``path`` (by its name before it has any bytes), if it can follow a growing file.
 
     Raises
     ------
@@ -101,16 +89,6 @@ def follow_match(path: str):
     return match
 
 
-def followable(path: str) -> str:
-    """How ``path`` is followed: the kind of the Source that reads it (``"segments"``, ``"h5md"``,
-    ``"xdr"``), from the file's bytes or, before it exists, its name.
-
-    Raises
-    ------
-    NotFollowableError
-        A format read whole (DCD, PDB, ...): refused at once, not after waiting for frames.
-    """
-    return follow_match(path).kind
 
 
 def snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None) -> Snapshot:
@@ -133,8 +111,7 @@ def snapshot(trajectory, topology=None, *, group: str | None = None, assume_unit
 
 
 def snapshot_taker(cls: type[Source]):
-    """How a snapshot of a file ``cls`` reads is taken: the function its :attr:`~.base.Source.snapshots`
-    names, ``(path, format, topology, group, assume_units) -> Snapshot``."""
+    """How a snapshot of a file ``cls`` reads is taken: the function its :attr:`~.base.Source.snapshots` names."""
     module, _, name = cls.snapshots.partition(":")
     if not name:
         raise NotFollowableError(cls.__name__, "names no way to take a snapshot of a file being written")
@@ -183,9 +160,7 @@ def _first_frame_digest(source: Source) -> str:
 
 
 class Watch:
-    """One followed trajectory, from look to look: the file (or an index's parts) and its frame 0 as first
-    read; :meth:`check` ends the run (:class:`~trajscale.endings.FollowEnded`) when a later look finds
-    another trajectory under the same name."""
+    """One followed trajectory: :meth:`check` ends the run when a later look finds another trajectory there."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -250,8 +225,7 @@ class Watch:
 
 
 def idle_detail(idle: float, frames: int, trailing: int) -> str:
-    """What an idle end says: how long nothing came, that the file was never marked complete, and the
-    bytes after its last whole frame (what a writer that died inside a frame leaves)."""
+    """What an idle end says: how long nothing came, never marked complete, the bytes after the last whole frame."""
     detail = f"{idle:g} s; the file was never marked complete"
     if trailing:
         detail += (f", and its last {trailing} bytes are not a whole frame (a writer that stopped inside "
@@ -261,16 +235,15 @@ def idle_detail(idle: float, frames: int, trailing: int) -> str:
 
 def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None = None,
                  assume_units: str | None = None) -> Iterator[tuple[int, tuple[Ending, str] | None]]:
-    """The whole frames of a trajectory being written, as they grow: ``(frames, None)`` each time the
-    count grows, then ``(frames, (ending, detail))`` once it ends (marked complete, damaged, replaced, or
-    ``idle`` s without a new frame), as a followed run ends.
+    """``(frames, None)`` each time a growing trajectory's whole frames grow, then ``(frames, (ending, detail))``
+    once it ends (complete, damaged, replaced, or ``idle`` s without a new frame).
 
     Raises
     ------
     NotFollowableError
         A format that cannot be followed, at once.
     """
-    followable(path)
+    follow_match(path)
     watch, last, since, trailing = Watch(path), 0, time.monotonic(), 0
     while True:
         try:
@@ -305,9 +278,8 @@ def frame_counts(path: str, *, idle: float, poll: float = 0.5, group: str | None
 
 def first_snapshot(trajectory, topology=None, *, group: str | None = None, assume_units: str | None = None,
                    wait: float = 60.0, poll: float = 0.5, frames: int = 1) -> Snapshot:
-    """The trajectory once it has ``frames`` complete frames (an analysis's reference frame among them),
-    polling every ``poll`` s; a clear error if they do not come within ``wait`` s. A finished or damaged
-    file is taken with the whole frames it has."""
+    """The trajectory once it has ``frames`` complete frames, polling every ``poll`` s; a clear error after ``wait``
+    s. A finished or damaged file is taken with the whole frames it has."""
     t0 = time.monotonic()
     while True:
         try:
@@ -327,5 +299,5 @@ def first_snapshot(trajectory, topology=None, *, group: str | None = None, assum
         time.sleep(poll)
 
 
-__all__ = ["DONE_SUFFIX", "FileState", "Snapshot", "Watch", "first_snapshot", "follow_match", "followable",
+__all__ = ["DONE_SUFFIX", "FileState", "Snapshot", "Watch", "first_snapshot", "follow_match",
            "frame_counts", "idle_detail", "index_snapshot", "snapshot", "snapshot_taker"]

@@ -11,17 +11,14 @@ from ..storage.location import Location
 
 
 def is_local(location: str | os.PathLike | Location | None) -> bool:
-    """Whether ``location`` is a local file's path, not an object behind a URL a store serves (told without I/O,
-    from the scheme table every layer shares: :data:`trajscale.util.SCHEME_PREFIXES`)."""
+    """Whether ``location`` is a local path, not a URL a store serves (told without I/O, from the scheme table)."""
     if location is None:
         return True
     return Location.of(location).local
 
 
 def locate(trajectory: str | os.PathLike | Location) -> str:
-    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given (``s3://``,
-    ``http(s)://``: never a path, so nothing joins it to a folder), a local path absolute (workers and
-    ranks in another directory open the same file)."""
+    """``trajectory`` as every process opens it (:meth:`Location.absolute`): a URL as given, a local path absolute."""
     return Location.of(trajectory).absolute().where
 
 
@@ -31,8 +28,7 @@ def beside(location: str | os.PathLike | Location, name: str) -> str:
 
 
 def local_beside(location: str | os.PathLike, name: str) -> str:
-    """``name`` as a local file a file at ``location`` names (a segment index its topology): beside a local
-    file; as given (the working folder's) for a file behind a URL, as topologies are read from local disk."""
+    """``name`` as a local file a file at ``location`` names: beside a local file; as given for a URL's."""
     where = Location.of(location)
     return str(where.beside(name)) if where.local and not os.path.isabs(name) else name
 

@@ -1,10 +1,8 @@
 """Sources kept open for the next read: at most a bounded number, the least recently used closed first.
 
-Three readers of many files keep the last ones they read open: a segmented trajectory its parts, an
-ensemble's worker its members (one cache per thread: a Source's read buffer serves one read at a time), the
-ML ensemble dataset its files (one per DataLoader worker). Each keeps them in an :class:`OpenSources`, the one
-mechanism that bounds what a process holds open (open files <= the limit, at any number of trajectories),
-counts what it opened and keeps what the closed ones read, so that totals only grow.
+A segmented trajectory's parts, an ensemble worker's members (one cache per thread) and the ML ensemble
+dataset's files are each kept in an :class:`OpenSources`, the one mechanism that bounds what a process holds
+open, counts what it opened and keeps what the closed ones read, so that totals only grow.
 """
 
 from __future__ import annotations
@@ -14,21 +12,16 @@ from collections.abc import Callable, Hashable, Iterator
 
 
 class OpenSources:
-    """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the order
-    last used, at most ``limit``.
-
-    ``on_close(key, source)`` is called before a source is closed (its owner's own bookkeeping).
-    ``list_paths``: keep the path of every source opened (:attr:`opened`, a report's files); a reader of
-    thousands of files counts its opens only, so that its memory does not grow with the files it reads.
-    """
+    """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the
+    order last used, at most ``limit``. ``on_close(key, source)`` is called before a source is closed.
+    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts."""
 
     def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None,
                  list_paths: bool = True) -> None:
         self.limit = max(1, int(limit))
         self._open: OrderedDict[Hashable, object] = OrderedDict()
         self._on_close = on_close
-        #: sources opened so far, and their paths in the order opened (a report's files_opened; empty
-        #: without ``list_paths``)
+        #: sources opened so far, and their paths in order (empty without ``list_paths``)
         self.opens = 0
         self.opened: list[str] = []
         self._list_paths = bool(list_paths)
@@ -46,14 +39,12 @@ class OpenSources:
         return src
 
     def make_room(self) -> None:
-        """Close the least recently used sources until one more may be opened (before opening it: the
-        limit holds while it opens)."""
+        """Close the least recently used sources until one more may be opened (the limit holds while it opens)."""
         while len(self._open) >= self.limit:
             self.drop(next(iter(self._open)))
 
     def add(self, key: Hashable, src, path: str | None = None) -> None:
-        """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (its own
-        ``path`` when not given)."""
+        """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (default: its own)."""
         self.make_room()
         self._open[key] = src
         self.opens += 1

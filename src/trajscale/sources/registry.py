@@ -1,30 +1,20 @@
 """Which Source reads a file: one table of formats, each told by the file's own bytes.
 
-Every caller that opens a trajectory (``open_source``, a segment index's parts,
-``run --follow``, ``convert``, ``inspect``) asks this module, so a format is
-read by the same Source everywhere. A Source declares the formats it reads, how
-to recognise them (:meth:`~.base.Source.guess_format`, from the first bytes:
-HDF5's signature, XTC/TRR magic numbers, a DCD header, a segment index's
-marker) and what it can do with them (parts, following, slab reads, MPI-IO) as
-class attributes; the registry never probes a Source (xarray's backend
-entrypoints and ``guess_engine`` are the model).
-
-Each format declares its traits in one record (:class:`~trajscale.formats.FormatTraits`: its Source, formats, name
-endings, first bytes and precedence, and what the rest of trajscale asks of it: whether its files hold atoms,
-how one file expands into members, what a worker imports to read it from a URL, its cut-short-frame policy);
+Every caller that opens a trajectory (``open_source``, a segment index's parts, ``run --follow``, ``convert``,
+``inspect``) asks this module, so a format is read by the same Source everywhere. A Source declares as class
+attributes the formats it reads, how to recognise them (:meth:`~.base.Source.guess_format`, from the first
+bytes) and what it can do with them; the registry never probes a Source (xarray's backend entrypoints and
+``guess_engine`` are the model). Each format's traits are one record (:class:`~trajscale.formats.FormatTraits`);
 this module reads those records, and nothing else names a format.
 
-A file is matched in three passes: the bytes, asked of every Source in
-precedence order whose files may begin as this one does (its traits' ``begins``: a
-Source the file cannot be is not even imported); then the file's name ending
-(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC
-reader's own error; then, for
-formats no Source names, MDAnalysis's table of formats by extension. A file no
-pass matches is refused in one line listing what is supported.
+A file is matched in three passes: the bytes, asked in precedence order of every Source whose files may begin
+as this one does (a Source the file cannot be is not even imported); then the name ending
+(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC reader's own error; then, for
+formats no Source names, MDAnalysis's table by extension. A file no pass matches is refused in one line
+listing what is supported.
 
-Third parties add a Source through the entry point group ``trajscale.sources``
-(name: the Source's ``kind``; value: ``module:Class``); their Sources are asked
-after trajscale's own, before MDAnalysis's extension table.
+Third parties add a Source through the entry point group ``trajscale.sources`` (name: the Source's ``kind``;
+value: ``module:Class``), asked after trajscale's own, before MDAnalysis's extension table.
 """
 
 from __future__ import annotations
@@ -65,8 +55,7 @@ _NOTHING_ASKED = OpenRequest()
 
 
 class Match(NamedTuple):
-    """The Source that reads a file, and the name of the file's format (a named tuple: its class costs a
-    run's start a seventh of a frozen dataclass's)."""
+    """The Source that reads a file and its format's name (a named tuple: a seventh of a dataclass's start cost)."""
 
     source: type[Source]
     format: str
@@ -77,8 +66,7 @@ class Match(NamedTuple):
 
 
 def fetched_modules(path: str) -> tuple[str, ...]:
-    """What a worker imports to read ``path``'s format from a URL: the ``fetched_modules`` of the formats its
-    name names (by ending, or as a file of several members), of every format where the name tells none."""
+    """What a worker imports to read ``path``'s format from a URL (every format's where the name tells none)."""
     suffix = Path(path).suffix.lower()
     chosen = [t for t in own_traits() if suffix in t.suffixes or t.holds_members(path)] or own_traits()
     return tuple(dict.fromkeys(m for t in chosen for m in t.fetched_modules))
@@ -95,8 +83,7 @@ def _load(kind: str, target: str) -> type[Source]:
 
 @functools.cache
 def plugin_targets() -> dict[str, str]:
-    """kind -> ``module:Class`` of the Sources other packages register under :data:`ENTRY_POINT_GROUP`
-    (a kind trajscale already has is kept as trajscale's, with a warning)."""
+    """kind -> ``module:Class`` of the Sources other packages register (a kind trajscale has stays trajscale's)."""
     from importlib.metadata import entry_points
 
     found = {}
@@ -119,10 +106,7 @@ def source_class(kind: str) -> type[Source]:
 
 
 def _in_match_order(may: Callable[[FormatTraits], bool] | None = None) -> Iterator[type[Source]]:
-    """Every Source that opens files, in the order files are matched: trajscale's own by precedence, the
-    plugins', MDAnalysis's one-file reader last. Each module is imported when it is reached (and the installed
-    packages are scanned for plugins only then), so a file matched early imports no other reader;
-    ``may(traits)`` false for one of trajscale's own passes it by without importing it."""
+    """Every Source that opens files, in match order (own, plugins, MDAnalysis's), each imported when reached."""
     *own, last = own_traits()
     for traits in own:
         if may is None or may(traits):
@@ -151,15 +135,13 @@ def supported() -> str:
 
 
 def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match | None:
-    """The Source whose declared first bytes ``head`` begins with, and whose ``guess_format`` takes the file
-    (trajscale's own are given its ``store``, read again by none: a plugin reads its bytes at ``path``)."""
+    """The Source whose declared first bytes begin ``head`` and whose ``guess_format`` takes the file."""
     suffix = Path(path).suffix.lower()
 
     def may(traits: FormatTraits) -> bool:
         return traits.may_begin(head, suffix)
 
-    # a path whose bytes cannot be read here (a member of a file, ``file.h5#348/0``; a missing file) is
-    # asked of every Source
+    # a path whose bytes cannot be read here (``file.h5#348/0``; a missing file) is asked of every Source
     for cls in _in_match_order(may if head else None):
         fmt = cls.guess_format(path, store) if traits_of(cls.kind) is not None else cls.guess_format(path)
         if fmt is not None:
@@ -168,8 +150,7 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
 
 
 def recognised(path: str | Path) -> Match | None:
-    """The Source whose format ``path``'s own first bytes are in, or None (no name ending, nor MDAnalysis's
-    table, is asked; a missing or unreadable file is None, not an error)."""
+    """The Source whose format ``path``'s first bytes are in, or None (nothing else asked; never an error)."""
     path = str(path)
     store = _store_of(path)
     try:
@@ -218,8 +199,7 @@ def guess(path: str | Path) -> Match:
 
 
 def _match(path: str, store: ByteStore | None) -> Match:
-    """:func:`guess` of ``path`` whose bytes ``store`` holds (None: it has no bytes of its own); the store
-    stays open, for the Source that reads it."""
+    """:func:`guess` of ``path`` whose bytes ``store`` holds (None: none of its own); the store stays open."""
     if store is not None and store.local_path is None:   # fetched bytes: told by their first bytes and name
         return _guess_fetched(path, store)
     match = _by_bytes(path, _head(store), store)
@@ -233,9 +213,7 @@ def _match(path: str, store: ByteStore | None) -> Match:
 
 
 def _store_of(path: str) -> ByteStore | None:
-    """The store of ``path``'s bytes (an object's: its first request, which says a missing, denied or
-    unreachable one in one line and is shared with the Source that opens it next); None for a local path
-    with no file's bytes of its own (a folder, a member of a file, a missing file: :func:`guess` says which)."""
+    """The store of ``path``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
     try:
         return open_bytes(path)
     except (NoFile, OSError):
@@ -243,8 +221,7 @@ def _store_of(path: str) -> ByteStore | None:
 
 
 def _head(store: ByteStore | None) -> bytes:
-    """A local file's first bytes (none where it has no bytes of its own or cannot be read: then every
-    Source is asked)."""
+    """A local file's first bytes (none where it has no bytes of its own or cannot be read: every Source asked)."""
     if store is None:
         return b""
     try:
@@ -254,8 +231,7 @@ def _head(store: ByteStore | None) -> bytes:
 
 
 def _guess_fetched(url: str, store: ByteStore) -> Match:
-    """The Source that reads the object at ``url``, told from its first bytes (fetched by its store's first
-    request) and its name."""
+    """The Source that reads the object at ``url``, told from its first bytes and its name."""
     head = store.first_bytes(HEAD_BYTES)
     if not head:
         raise InputFileError(url, "the object is empty")
@@ -281,34 +257,28 @@ def for_format(name: str) -> type[Source]:
 
 
 def fallback_source() -> type[Source]:
-    """The Source of a file no other Source claims: MDAnalysis's one-file reader, the table's last (it goes
-    by the file's extension, through MDAnalysis's own table of formats)."""
+    """The Source of a file no other Source claims: MDAnalysis's one-file reader, by the file's extension."""
     return source_class(FALLBACK)
 
 
 def decode_s_per_atom(name: str) -> float:
-    """Seconds per atom one frame of the format called ``name`` costs to decode beyond reading its bytes
-    (:attr:`~.base.Source.decode_s_per_atom` of the Source that reads it; 0 for plain floats)."""
+    """Seconds per atom one frame of format ``name`` costs to decode beyond reading its bytes (0: plain floats)."""
     name = name.upper()
     return float(for_format(name).decode_s_per_atom.get(name, 0.0))
 
 
 def decoding_of(name: str) -> str | None:
-    """Who decodes a frame of the format called ``name`` beyond the selected atoms, and how far
-    (:meth:`~.base.Source.decoding_of` of the Source that reads it; None: read in place)."""
+    """Who decodes a frame of format ``name`` beyond the selected atoms, and how far (None: read in place)."""
     return for_format(name).decoding_of(name.upper())
 
 
 def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file with the Source the registry picks (``request.format``, else :func:`guess`), reading
-    through ``request.store`` where the caller opened the file's bytes already (else opened here, once: the
-    store that tells the format is the one the Source reads)."""
+    """Open one file with the Source the registry picks; the store that tells the format is the one it reads."""
     return _open(str(path), request, True)
 
 
 def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
-    """Open one file of several (a chain's part, one of convert's inputs): H5MD's options in ``request``
-    go to the files whose Source takes them, and the others read without them."""
+    """Open one file of several: H5MD's options in ``request`` go only to Sources that take them."""
     return _open(str(path), request, False)
 
 
@@ -321,9 +291,7 @@ def _open(path: str, request: OpenRequest, checked: bool) -> Source:
 
 
 def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
-    """The Source that reads ``path`` and its format (``request.format``, else told from the file's bytes),
-    and the store they were told from (``request.store`` where the caller opened one): kept open for a Source
-    that reads through it (:attr:`~.base.Source.reads_given_store`), closed for the others and on a refusal."""
+    """The Source and format of ``path``, and the store they were told from (closed unless it reads through it)."""
     store = request.store
     try:
         if request.format:
@@ -353,8 +321,7 @@ def check_options(path: str, cls: type[Source], request: OpenRequest) -> None:
 
 
 def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
-    """Why ``request`` cannot be asked of ``cls`` (H5MD's options of a Source that does not take them); None
-    when it can."""
+    """Why ``request`` cannot be asked of ``cls`` (H5MD's options of a Source that does not take them), or None."""
     if (request.group is not None or request.assume_units is not None) and not cls.takes_h5md_options:
         return (f"--group and --assume-units apply to H5MD files; this one is read by {cls.__name__}, which "
                 "knows its format's units")
@@ -362,11 +329,8 @@ def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
 
 
 def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain.
-
-    The file is opened once by its Source; ``offsets`` are the frame offsets a
-    Source that :attr:`~.base.Source.ships_offsets` scanned (None for the others).
-    """
+    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain
+    (``offsets``: what a Source that :attr:`~.base.Source.ships_offsets` scanned; else None)."""
     path = str(path)
     match, store = _told(path, request, False)
     try:

@@ -1,19 +1,14 @@
 """Many trajectory files (segments) presented as one trajectory, opened only when read.
 
-A segment index (JSON, written by ``trajscale split`` or ``trajscale index``)
-lists every part with its global frame range, so opening the trajectory opens
-no part: a task opens only the segments holding its frames, and at most
-``max_open`` stay open (least recently used closed first), so thousands of
-parts never exhaust file descriptors and a rank never touches another rank's
-parts (Khoshlessan et al. 2020's subfiling; MDAnalysis's ChainReader opens every part).
+A segment index (JSON, written by ``trajscale split`` or ``trajscale index``) lists every part with its global
+frame range, so opening the trajectory opens no part: a task opens only the segments holding its frames, and at
+most ``max_open`` stay open (LRU), so thousands of parts never exhaust file descriptors and a rank never touches
+another rank's parts (Khoshlessan et al. 2020's subfiling; MDAnalysis's ChainReader opens every part).
 
-Each part is opened by the Source the format registry names for it
-(:mod:`.registry`: H5MD, XTC/TRR, DCD, ...; no topology, no Universe per
-part); XTC/TRR frame offsets are scanned once, by the process that prepares a
-job (``get_config``), and travel in the config with the segment list, so a
-worker reads no index, scans no part and writes no offset cache.  A plain list
-of parts (``trajscale.run(..., [p1, p2, ...])``) becomes the same source
-through :meth:`SegmentedSource.from_parts`.
+Each part is opened by the Source the format registry names for it (no topology, no Universe per part);
+XTC/TRR frame offsets are scanned once, by the preparing process, and travel in the config, so a worker reads
+no index, scans no part and writes no offset cache. A plain list of parts becomes the same source through
+:meth:`SegmentedSource.from_parts`.
 
 Index format (paths relative to the index's folder)::
 
@@ -22,10 +17,9 @@ Index format (paths relative to the index's folder)::
                    "first_time": 0.0, "last_time": 499.0}, ...],
      "group": "protein", "assume_units": "nm"}   # optional, for H5MD parts (``trajscale index --group``)
 
-A segment may also hold ``"file_frames"`` (the part has more frames than the
-``n_frames`` it gives: its last ones repeat times of the next part, a GROMACS
-restart) and ``"shift_step"``/``"shift_time"`` (added to its steps and times:
-a part whose times restart is renumbered), as :func:`~.chain.plan_join` decided.
+A segment may also hold ``"file_frames"`` (more frames than its ``n_frames``: its last ones repeat times of the
+next part, a GROMACS restart) and ``"shift_step"``/``"shift_time"`` (added to its steps and times), as
+:func:`~.chain.plan_join` decided.
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ MAX_ATOMS = 2**31 - 1
 
 
 def index_path(path: str | os.PathLike) -> str | None:
-    """The index file behind ``path``: the file (or the object behind a URL) itself, or the ``index.json`` of
-    a folder; None where there is neither."""
+    """The index file behind ``path`` (the file or object itself, or a folder's ``index.json``); None if neither."""
     where = Location.of(path)
     if where.identity is not None:
         return where.where
@@ -199,8 +192,7 @@ class SegmentedSource(Source):
         self._shifts = [(int(s.get("shift_step", 0)), float(s.get("shift_time", 0.0)))
                         if s.get("shift_step") or s.get("shift_time") else None for s in segments]
         self._open = OpenSources(self.max_open, self._forget)
-        # Identity of each open part when it was opened, and the open parts checked since the last
-        # refresh(): a long-lived worker stats only the parts a task reads, never the whole chain.
+        # each open part's identity, and those checked since refresh(): a worker stats only the parts it reads
         self._identity: dict[int, tuple] = {}
         self._checked: set[int] = set()
         self._chunk_frames = None if chunk_frames is None else max(1, int(chunk_frames))
@@ -227,12 +219,8 @@ class SegmentedSource(Source):
                    assume_units: str | None = None) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
-        Every part is scanned here, once, by the Source the format registry names
-        for it (frame count, atom count, XTC/TRR frame offsets); the atom counts must agree.  The parts are joined as
-        :func:`~.chain.plan_join` decides (GROMACS restart parts give each time
-        once, the later part's frame; ``continuous`` lets overlapping parts join).
-        ``group`` and ``assume_units`` apply to H5MD parts.
-        """
+        Every part is scanned here, once (atom counts must agree), and joined as :func:`~.chain.plan_join`
+        decides (``continuous`` lets overlapping parts join). ``group`` and ``assume_units`` apply to H5MD parts."""
         from ..errors import AtomCountMismatchError
 
         if not parts:
@@ -270,11 +258,7 @@ class SegmentedSource(Source):
 
     @property
     def chunk_frames(self) -> int:
-        """Frames per storage chunk inside a part: the first part's for H5MD parts, else 1.
-
-        Tasks and blocks cut inside a part on multiples of it, counted from the
-        part's start (segment boundaries themselves come from :attr:`part_starts`).
-        """
+        """Frames per storage chunk inside a part (the first part's for H5MD parts, else 1), from the part's start."""
         if self._chunk_frames is None:
             slabs = self._segment_class(0).supports_slab_reads
             self._chunk_frames = self._segment(0).chunk_frames if slabs else 1
@@ -312,11 +296,8 @@ class SegmentedSource(Source):
                 "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
 
     def _look_up_remote_parts(self) -> None:
-        """Each part behind a URL whose Source can say what it found (H5MD: the object's identity, chunk
-        addresses and HDF5 metadata) is opened here, once, and that travels with the segment: a worker opens
-        and reads the part without walking its metadata or B-tree over the network, and without a request
-        for its identity (every range request checks it). The parts' metadata bytes stop at
-        :data:`SHIP_PARTS_BYTES` in all (later parts ship their identity and chunk addresses only)."""
+        """Each part behind a URL is opened here once and what it found (``remote_state``) travels with the segment,
+        metadata up to :data:`SHIP_PARTS_BYTES` in all."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
             if seg.get("remote") is not None or not Location(self.segment_path(i)).worker_modules():
@@ -369,8 +350,7 @@ class SegmentedSource(Source):
             return src
         self._open.make_room()
         seg, path = self.segments[i], self.segment_path(i)
-        # before opening: a rewrite after it is noticed next task (a part behind a URL that the preparing
-        # process looked up: its identity as found then, checked by every range request's If-Match)
+        # before opening: a rewrite after it is noticed next task (a URL's: as shipped, checked by If-Match)
         ident = identity_of(path) if shipped is None else (path, *shipped["identity"])
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
@@ -399,15 +379,9 @@ class SegmentedSource(Source):
         """Their paths, in the order opened (a report's ``files_opened``)."""
         return self._open.opened
 
-    @property
-    def max_open_seen(self) -> int:
-        """The most segment files held open at once."""
-        return self._open.most_open
-
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
-        # this source's block, plus the piece a segment allocates before it is copied in (an H5MD
-        # segment's block; parts that fill rows decode straight into the block's: a whole-frame buffer)
+        # this source's block, plus the block a part that does not fill rows allocates before the copy
         seg = self._segment(0)
         return super().bytes_per_frame(atoms, fields) + (0 if seg.fills_rows else seg.bytes_per_frame(atoms, fields))
 
@@ -415,14 +389,16 @@ class SegmentedSource(Source):
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         self.check_range(start, stop)
         self.check_request(atoms, fields)
-        n = len(range(start, stop, stride))
-        n_sel = self.n_atoms if atoms is None else len(atoms)
-        first = int(np.searchsorted(self._starts, start, side="right") - 1) if n else 0
-        if n:
-            self._segment(first)   # opened (and its atoms checked against the index's) before any allocation
-        out = {fl: self._out_array(fl, (n, n_sel, 3)) for fl in fields}
-        box, time, step = np.zeros((n, 6), np.float32), np.empty(n), np.empty(n, np.int64)
-        i, a, row = first, start, 0
+        if len(range(start, stop, stride)):
+            self._segment(self._first_segment(start))   # opened (its atoms checked) before any allocation
+        return self._read_rows(start, stop, atoms, fields, stride)
+
+    def _first_segment(self, start: int) -> int:
+        return int(np.searchsorted(self._starts, start, side="right") - 1)
+
+    def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
+                  out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
+        i, a, row = self._first_segment(start), start, 0
         while a < stop:   # one read per segment the range touches (a: the next kept frame)
             seg_start, seg_stop = int(self._starts[i]), int(self._starts[i + 1])
             b = min(stop, seg_stop)
@@ -438,8 +414,6 @@ class SegmentedSource(Source):
                 a += (rows.stop - rows.start) * stride
             i += 1
         self.bytes_read += sum(arr.nbytes for arr in out.values())
-        return Block(start, stop, out["position"], box, time, step,
-                     velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def _forget(self, i: int, src: Source) -> None:
         """A part closed (least recently used, or changed since it was opened): checked anew when reopened."""
@@ -454,17 +428,15 @@ class SegmentedSource(Source):
         self._open.close()
 
 
-#: Keys of a segment that travel in the config.
 def _decoding(formats: list[str]) -> str | None:
-    """Who decodes the parts' frames beyond the selected atoms (:meth:`~.base.Source.decoding_of` of each
-    part's Source): one reader's way, or whole frames by each of several readers; None when every part is
-    read in place."""
+    """Who decodes the parts' frames beyond the selected atoms (whole frames when several readers); None: in place."""
     said = {d for d in (registry.decoding_of(f) for f in formats) if d}
     if len(said) <= 1:
         return next(iter(said), None)
     return "whole:" + " and ".join(sorted({d.partition(":")[2] for d in said}))
 
 
+#: Keys of a segment that travel in the config.
 _SHIPPED = ("path", "start", "n_frames", "format", "offsets", "file_frames", "shift_step", "shift_time", "remote")
 #: Most bytes of HDF5 metadata a segment list ships for its parts behind URLs, all parts together.
 SHIP_PARTS_BYTES = 8 * 1024**2
@@ -476,19 +448,14 @@ def _metadata_bytes(state: dict | None) -> int:
 
 
 def _refuse_damaged_part(info: dict) -> None:
-    """A part whose frames end early at damage is refused when another part follows it: the chain
-    would join across the frames it lost (``chain.plan_join`` says the same of opened sources)."""
+    """A part ending early at damage, with another part after it, is refused (the chain would join across a hole)."""
     from .chain import refuse_damaged_part
 
     refuse_damaged_part(info["path"], info["damaged"])
 
 
 def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list[dict]:
-    """Segments (``infos``: per part, at least ``path``) with their global starts, as the parts join.
-
-    ``opened`` yields each part's open Source in order; each is closed once the
-    next one is planned (:func:`~.chain.plan_join` may read the previous one).
-    """
+    """Segments (``infos``) with their global starts as the parts join (each part closed once the next is planned)."""
     from .chain import plan_join
 
     held: list[Source] = []
@@ -529,10 +496,7 @@ def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list
 def write_index(path: str | os.PathLike, segments: list[dict], n_atoms: int, topology: str | None = None,
                 fields: tuple[str, ...] | None = None, group: str | None = None,
                 assume_units: str | None = None) -> None:
-    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder.
-
-    ``group`` and ``assume_units`` (H5MD parts) are kept only when given.
-    """
+    """Write a segment index (temporary name, then renamed); paths are stored relative to its folder."""
     from ..util import atomic_output
 
     root = Path(path).resolve().parent

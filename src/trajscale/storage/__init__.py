@@ -1,16 +1,13 @@
 """Trajectories behind a URL (``s3://bucket/key``, ``http(s)://``): bytes by range requests, below the Sources.
 
-A URL reaches the same format registry and the same Source as a path. What differs lives here:
-a :class:`~.bytestore.ByteStore` answers a file's size and identity (an object's ETag and size, as
-a local file's inode, size and mtime) and reads byte ranges (:class:`~.bytestore.LocalFile`: a local file's
-``pread``; :mod:`.objects`: an object's concurrent range requests), opened from a location by :mod:`.opener`;
-:class:`~.fileobj.CachingFile` gives HDF5 a file object whose reads go through a block cache, for the
-metadata (:mod:`.fileobj`). Each format reads its frames through the store with its own read plan.
+A URL reaches the same format registry and the same Source as a path. What differs lives here: a
+:class:`~.bytestore.ByteStore` answers a file's size and identity and reads byte ranges (a local file's
+``pread``, an object's concurrent range requests), opened by :mod:`.opener`; :class:`~.fileobj.CachingFile`
+gives HDF5 a block-cached file object for the metadata. Each format reads its frames with its own read plan.
 
-Options are fsspec's ``storage_options`` (xarray, Dask and pandas take them so), plus
-trajscale's own ``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``. Credentials come from
-them or from the usual AWS environment and profiles; they are never written into a message, a
-log, a report or a profile.
+Options are fsspec's ``storage_options``, plus trajscale's ``retry_seconds``, ``timeout``, ``max_concurrency``
+and ``merge_gap``. Credentials come from them or the usual AWS environment and profiles; they are never written
+into a message, a log, a report or a profile.
 
 This module imports no client library: ``import trajscale`` stays free of them.
 """
@@ -33,8 +30,7 @@ SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
 
 #: The process's options, for the rest of its life (the command line's ``--storage-option``: :func:`set_options`).
 _PROCESS: dict = {}
-#: The options of the innermost :func:`using` block, per context: a thread's (or a task's) own, so two threads
-#: opening URLs with different credentials never see each other's (a module global did).
+#: The options of the innermost :func:`using` block, per context: two threads never see each other's.
 _USING: contextvars.ContextVar[Mapping | None] = contextvars.ContextVar("trajscale_storage_options", default=None)
 
 
@@ -59,15 +55,13 @@ def using(options: Mapping | None) -> Iterator[None]:
 
 
 def set_options(options: Mapping | None) -> None:
-    """Set this process's storage options for the rest of its life (the command line's), under any
-    :func:`using` block's."""
+    """Set this process's storage options for the rest of its life (the command line's), under any ``using``'s."""
     global _PROCESS
     _PROCESS = dict(options or {})
 
 
 def parse_option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` from the command line: ``true``/``false`` as booleans, numbers as numbers, a JSON
-    object or list as itself, anything else as a string."""
+    """``KEY=VALUE`` from the command line: booleans, numbers and JSON objects or lists as such, else a string."""
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -98,8 +92,7 @@ def shown(options: Mapping | None) -> str:
 
 
 def redacted(value):
-    """``value`` (a config: dicts, lists, plain values) with the values of credential-like keys hidden,
-    for a ``repr`` that a log may print (a task's repr reaches Dask's "Compute Failed" lines)."""
+    """``value`` (a config) with credential-like keys' values hidden, for a ``repr`` a log may print."""
     if isinstance(value, Mapping):
         return {k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and v else redacted(v)
                 for k, v in value.items()}
@@ -119,8 +112,7 @@ def endpoint_of(url: str, options: Mapping | None = None) -> str:
 
 
 def fetched_here() -> dict:
-    """This process's requests, bytes, seconds waiting on them and retries so far, every object's together
-    (zeros when it has read no URL: the client modules are then not even imported)."""
+    """This process's requests, bytes, wait and retries so far, every object's together (zeros without a URL)."""
     import sys
 
     inflight = sys.modules.get(__name__ + ".inflight")

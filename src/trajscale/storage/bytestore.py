@@ -1,9 +1,8 @@
 """The ByteStore interface, and the local file's store: what every format reads its bytes through.
 
-A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; a local file's
-(:class:`LocalFile`) also offers a descriptor for the compiled gather (:mod:`.pread`). The object behind a
-URL is :class:`~.objects.RemoteObject`; :func:`~.opener.open_bytes` imports it (and its clients, retries and
-request threads) only for a URL, so a local read imports none of them.
+A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; :class:`LocalFile` also
+offers a descriptor for the compiled gather (:mod:`.pread`). :func:`~.opener.open_bytes` imports
+:class:`~.objects.RemoteObject` (and its clients) only for a URL.
 """
 
 from __future__ import annotations
@@ -23,12 +22,10 @@ from .ranges import MERGE_GAP
 class Validator:
     """What tells a store's bytes from a replacement's, and what that can see.
 
-    ``kind``: ``"version"`` (reads pinned to a version id: a replacement is never read), ``"etag"`` (an ETag
-    that follows the content: every replacement is refused), ``"mtime-etag"`` (an ETag made of the
-    modification time in seconds and the size, as nginx's: a same-size replacement within the same second is
-    not seen), ``"weak-etag"`` (``W/``: the content equivalent, not identical), ``"size"`` (no ETag: only a
-    change of size is seen), ``"file"`` (a local file's device, inode, size and modification time).
-    ``complete``: whether every replacement is seen. ``says``: one line for ``inspect`` and the run report."""
+    ``kind``: ``"version"`` (reads pinned to a version id), ``"etag"`` (follows the content), ``"mtime-etag"``
+    (nginx's: a same-size replacement within the same second is not seen), ``"weak-etag"`` (``W/``), ``"size"``
+    (no ETag) or ``"file"`` (a local file's device, inode, size and mtime). ``complete``: whether every
+    replacement is seen. ``says``: one line for ``inspect`` and the run report."""
 
     kind: str
     complete: bool
@@ -37,8 +34,7 @@ class Validator:
 
 
 class NoFile(InputFileError):
-    """A local path with no file's bytes behind it (missing, or a folder): what a caller that reads other
-    things at a path (a folder's segment index, a member of a file) tells from a file that cannot be read."""
+    """A local path with no file's bytes behind it (missing, or a folder), told from a file that cannot be read."""
 
 
 class ByteStore(ABC):
@@ -63,22 +59,18 @@ class ByteStore(ABC):
 
     @abstractmethod
     def stamp(self) -> tuple[str, int, int]:
-        """(name, size, version): what a resume records of an input to know it again; the version is a
-        local file's modification time, an object's ETag as a number."""
+        """(name, size, version) a resume records of an input: a local file's mtime, an object's ETag as a number."""
 
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
-    #: The path a library can open these bytes at where they lie, None where they must be fetched
-    #: (:func:`~.files.as_file` offers a compiled reader the one or the other).
+    #: The path a library can open these bytes at where they lie, None where they must be fetched.
     local_path: str | None = None
 
-    #: Whether these bytes come over the network (told of the class, before any is opened): a pool's
-    #: workers then start with :attr:`worker_modules` and the formats' readers of fetched bytes preloaded.
+    #: Whether these bytes come over the network (told of the class): a pool's workers then preload readers.
     remote: bool = False
 
-    #: What a process imports to read through this store (a pool's parent or forkserver imports it before
-    #: its workers start): nothing beyond trajscale's own for a local file.
+    #: What a process imports to read through this store (preloaded before a pool's workers start).
     worker_modules: tuple[str, ...] = ()
 
     def first_bytes(self, n: int) -> bytes:
@@ -86,18 +78,15 @@ class ByteStore(ABC):
         return self.read_ranges([(0, min(n, self.size))])[0]
 
     def state(self) -> dict | None:
-        """What another process opens these bytes with, without asking again (an object's options, identity
-        and round trip); None when the location says it all (a local file)."""
+        """What another process opens these bytes with, without asking again; None for a local file."""
         return None
 
     def fetched(self) -> dict | None:
-        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a
-        local file."""
+        """What reading these bytes cost over the network (requests, bytes, wait_s, retries); None for a local file."""
         return None
 
     def descriptor(self) -> int | None:
-        """A descriptor that ``pread`` reads these bytes from (what the compiled gather of
-        :mod:`.pread` takes), open until :meth:`close`; None where the bytes are not a local file."""
+        """A descriptor that ``pread`` reads these bytes from, open until :meth:`close`; None if not a local file."""
         return None
 
     def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
@@ -105,8 +94,7 @@ class ByteStore(ABC):
 
 
 class ReadOnlyFile(io.RawIOBase):
-    """A seekable, read-only binary file object with a position of its own, over :meth:`end` bytes (what h5py
-    opens as a file): a subclass reads from ``_pos`` in :meth:`readinto`."""
+    """A seekable read-only binary file object over :meth:`end` bytes; a subclass reads from ``_pos``."""
 
     _pos = 0
 
@@ -192,8 +180,7 @@ class LocalFile(ByteStore):
         return out
 
     def first_bytes(self, n: int) -> bytes:
-        # (what a format is told from: read as the file is now, with no check that it is still the one
-        # first seen, since a file being written may change at the same size between the look and the read)
+        # (read as the file is now, unchecked: a file being written may change at the same size meanwhile)
         kept = self._fd
         fd = kept if kept >= 0 else os.open(self.path, os.O_RDONLY)
         try:

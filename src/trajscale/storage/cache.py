@@ -33,8 +33,7 @@ def entry(obj: RemoteObject, folder: str, kind: str, suffix: str) -> Path | None
 
 
 def write(path: Path, fill: Callable[[object], None], what: str) -> None:
-    """Write an entry whole (:func:`trajscale.cache_files.write`), its folder kept to
-    :data:`MAX_FOLDER_BYTES`."""
+    """Write an entry whole (:func:`trajscale.cache_files.write`), its folder kept to :data:`MAX_FOLDER_BYTES`."""
     write_entry(path, fill, what, max_bytes=MAX_FOLDER_BYTES)
 
 

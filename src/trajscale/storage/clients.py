@@ -1,16 +1,13 @@
 """The client of an object behind a URL: its scheme's store, built once per process from the URL and its
 storage options, every option checked against what that store takes, and the certificates it trusts.
 
-A scheme is one row of :data:`STORE_SCHEMES`: its obstore store, the fsspec-style option names it takes besides
-obstore's own configuration keys, and how those names translate. Options trajscale reads itself
-(:data:`OWN_OPTIONS`) and the HTTP client's (:data:`CLIENT_OPTIONS`) apply to every scheme. An option
-no store of the scheme takes, or a value of the wrong kind, is refused in one line naming it
-(:func:`check_options`).
+A scheme is one row of :data:`STORE_SCHEMES`: its obstore store and the fsspec-style option names it takes
+besides obstore's own keys. :data:`OWN_OPTIONS` and :data:`CLIENT_OPTIONS` apply to every scheme; an unknown
+option or a value of the wrong kind is refused in one line naming it (:func:`check_options`).
 
-Trust: the system's certificate authorities (or, where ``SSL_CERT_FILE``/``SSL_CERT_DIR`` are set,
-those instead: rustls reads them as OpenSSL does), plus the PEM bundle of the first of: the
-``ca_bundle`` option, ``REQUESTS_CA_BUNDLE`` (requests), ``AWS_CA_BUNDLE`` (boto3), ``CURL_CA_BUNDLE``
-(curl) (:func:`trusted_bundle`).
+Trust: the system's certificate authorities (or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus the PEM bundle of the
+first of the ``ca_bundle`` option, ``REQUESTS_CA_BUNDLE``, ``AWS_CA_BUNDLE``, ``CURL_CA_BUNDLE``
+(:func:`trusted_bundle`).
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ AZURE = Scheme(SCHEME_PREFIXES["az"], "AzureStore",
                {"anon": None, "account_name": "account_name", "account_key": "account_key",
                 "sas_token": "sas_key", "endpoint_url": "endpoint"}, container="container")
 HTTP = Scheme(SCHEME_PREFIXES["http"], "HTTPStore")
-#: Every scheme trajscale reads, by name (the prefixes of each: :data:`trajscale.util.SCHEME_PREFIXES`). A new one
-#: is a row here and its prefixes there (and its conformance subclass).
+#: Every scheme trajscale reads, by name; a new one is a row here and its prefixes in ``util.SCHEME_PREFIXES``.
 STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP}
 
 
@@ -83,9 +79,7 @@ def _number(name: str, value, *, least: float, more_than: bool = False, integer:
 
 
 def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
-    """``options`` checked against ``url``'s scheme: (trajscale's own, the client's, the store's), each value
-    of the right kind. An unknown name or a bad value is refused in one line (:class:`ConfigError`); the
-    store's own configuration keys are checked by the store when it is built."""
+    """``options`` checked against ``url``'s scheme: (trajscale's own, the client's, the store's), or refused."""
     name = scheme_of(url)
     opts = dict(options or {})
     own = {k: opts.pop(k) for k in OWN_OPTIONS if k in opts}
@@ -121,9 +115,8 @@ def _shown_url(url: str) -> str:
 
 
 def trusted_bundle(own: dict) -> tuple[str, str] | None:
-    """(where it was named, its PEM text) of the CA bundle to trust besides the system's: the ``ca_bundle``
-    option, else the first of :data:`TRUST_VARIABLES` that is set; None if none is. A bundle that cannot be
-    read or holds no certificate is refused in one line naming where it was given."""
+    """(where it was named, its PEM text) of the CA bundle to trust besides the system's; None if none is
+    named. A bundle unreadable or without a certificate is refused in one line naming where it was given."""
     where, path = None, None
     if own.get("ca_bundle"):
         where, path = "storage option ca_bundle", own["ca_bundle"]
@@ -165,8 +158,7 @@ def _freeze(value):
 
 
 def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
-    """(obstore's configuration for scheme ``name`` from fsspec-style ``fs_options``, the AWS profile named):
-    each fsspec name translated, obstore's own keys kept."""
+    """(obstore's configuration for scheme ``name`` from fsspec-style ``fs_options``, the AWS profile named)."""
     scheme = STORE_SCHEMES[name]
     opts = dict(fs_options)
     client = dict(opts.pop("client_kwargs", None) or {})
@@ -189,8 +181,7 @@ def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
 
 
 def object_store(url: str, own: dict, client_options: dict, fs_options: dict, timeout: float):
-    """The obstore store of ``url`` (one per process, root, options and timeout: its connection pool is
-    reused), with obstore's own retries off: trajscale retries and counts them (:mod:`.retry`)."""
+    """The obstore store of ``url`` (one per process, root, options and timeout), obstore's own retries off."""
     name, root, _ = split_url(url)
     trust = trusted_bundle(own)
     digest = hashlib.sha1(trust[1].encode()).hexdigest() if trust else None

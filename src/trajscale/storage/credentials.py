@@ -1,12 +1,8 @@
 """AWS profiles as the AWS CLI reads them: credentials, region and endpoint.
 
-obstore alone reads the environment's keys and a machine's role, not the shared files
-(``~/.aws/credentials``, ``~/.aws/config``). A profile is read through boto3/botocore, as the AWS tools
-read it (SSO, assumed roles and ``credential_process`` included), and so is its endpoint: botocore's own
-rule (``AWS_ENDPOINT_URL_S3``, then ``AWS_ENDPOINT_URL``, then the profile's ``services`` section's
-``s3 = endpoint_url = ...``, then the profile's ``endpoint_url``; ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS``
-turns the files' off), so ``AWS_PROFILE=lab`` with an ``endpoint_url`` in ``[profile lab]`` goes where
-``aws --profile lab s3 ls`` goes.
+obstore alone reads the environment's keys and a machine's role, not ``~/.aws/credentials`` or ``~/.aws/config``.
+A profile is read through boto3/botocore as the AWS tools read it (SSO, assumed roles, ``credential_process``),
+and so is its endpoint (botocore's rule), so ``AWS_PROFILE=lab`` goes where ``aws --profile lab s3 ls`` goes.
 """
 
 from __future__ import annotations
@@ -37,8 +33,7 @@ def _shared_files() -> bool:
 
 
 def _session(named: str | None):
-    """A boto3 session of the profile ``named`` (or the default one where the shared files exist); None where
-    there is nothing to read or (no profile named) no boto3."""
+    """A boto3 session of the profile ``named`` (or the default); None with nothing to read or no boto3."""
     if not named and not _shared_files():
         return None
     if named:
@@ -70,13 +65,8 @@ def configured_endpoint(session) -> str | None:
 
 
 def aws_profile(config: dict, profile: str | None) -> Callable[[], dict] | None:
-    """Fill ``config`` (obstore's S3 keys) from the AWS environment and profile as the AWS CLI would: the
-    endpoint and region where not given, and return the profile's credentials as an obstore credential
-    provider (None: obstore's own chain: the environment's keys, a machine's role).
-
-    The profile is the ``profile`` option, else ``AWS_PROFILE``, else the shared files' default; its
-    credentials are used where the options and the environment hold no key, or where a profile is named.
-    A named profile without boto3, or that does not exist or has no credentials, is refused in one line."""
+    """Fill ``config`` (obstore's S3 keys) with endpoint and region as the AWS CLI would; return the profile's
+    credentials as an obstore credential provider (None: obstore's own chain). A bad named profile is refused."""
     named = _named(profile)
     session = _session(named)
     if "endpoint" not in config:

@@ -1,22 +1,15 @@
 """A read-only file object over a byte store, through a block cache: what HDF5 reads its metadata with.
 
-h5py opens a Python file object with HDF5's ``fileobj`` driver; HDF5 then asks
-for many small pieces (superblock, object headers, heaps, B-tree nodes). Each
-would be a request over the network, so reads go by blocks of
-:data:`BLOCK_BYTES`, kept in an LRU cache: the metadata of a file is fetched
-once per process. The object's first block comes from the request that told
-its format. Frame data never goes this way when a Source can read it at its
-chunk addresses.
+HDF5 asks a file object for many small pieces (superblock, object headers, heaps, B-tree nodes), each a request
+over the network, so reads go by blocks of :data:`BLOCK_BYTES` in an LRU cache: a file's metadata is fetched
+once per process, its first block from the request that told its format.
 
-A format that can tell what HDF5 will read next (the H5MD package: B-tree nodes, the chunks of time and
-step) asks for exactly those bytes ahead (:meth:`CachingFile.fetch_ahead`); they are kept as pieces of
-their own size, not whole blocks, so a short trajectory's metadata past the first request costs a few kB,
-not a block. This module knows nothing of HDF5's format: the format's hook (``on_read``) sees each read.
+A format that can tell what HDF5 will read next asks for exactly those bytes ahead
+(:meth:`CachingFile.fetch_ahead`), kept as pieces of their own size, not whole blocks. This module knows nothing
+of HDF5's format: the format's hook (``on_read``) sees each read.
 
-The process that prepares a run keeps the bytes HDF5 asked for (:meth:`CachingFile.metadata`: a few
-tens of kB, the superblock, object headers, heaps and B-tree nodes it walked) and they travel with the
-job; a worker's file object starts with them (``known``), so HDF5 opens the file on a worker without a
-request, and the worker's first request is for frames.
+The preparing process keeps the bytes HDF5 asked for (:meth:`CachingFile.metadata`, a few tens of kB) and they
+travel with the job: a worker's file object starts with them (``known``), so its first request is for frames.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ from .objects import HEAD_BYTES, RemoteObject
 BLOCK_BYTES = HEAD_BYTES
 #: Most bytes kept per file object.
 CACHE_BYTES = 64 * 1024**2
-#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`; a job's config carries
-#: them to every worker, and an array's to every task).
+#: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`) in every job's config.
 SHIP_BYTES = 1024**2
 #: Pieces HDF5 asked for closer than this are shipped as one.
 SHIP_GAP = 4096
@@ -70,8 +62,7 @@ class CachingFile(ReadOnlyFile):
         self._asked: list[tuple[int, int]] = []
         #: ``known`` where it came from trajscale's cache of an earlier run (:mod:`.hdf5`), else None
         self.cached: list | None = None
-        #: ranges asked for ahead (:meth:`fetch_ahead`), on their way (sorted); and those come, by start:
-        #: (stop, bytes), least recently read first, with their starts sorted
+        #: ranges fetched ahead, on their way (sorted); those come, by start: (stop, bytes), in LRU order
         self._ahead: list[tuple[int, int]] = []
         self._pieces: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
         self._piece_starts: list[int] = []
@@ -92,9 +83,7 @@ class CachingFile(ReadOnlyFile):
         return data[start - a:stop - a] if stop <= a + len(data) else None
 
     def metadata(self, max_bytes: int = SHIP_BYTES, gap: int = SHIP_GAP) -> list[list]:
-        """The bytes HDF5 has asked for so far, as ``[start, base64 text]`` pieces (nearby ones merged; JSON
-        and pickle carry them as they are), at most ``max_bytes`` of them, each taken from what this file
-        object holds (never fetched now): what a worker's file object starts with (``known``)."""
+        """HDF5 metadata read so far as ``[start, base64]`` pieces, at most ``max_bytes``: a worker's ``known``."""
         with self._lock:
             asked = sorted(self._asked)
         merged: list[list[int]] = []
@@ -152,11 +141,7 @@ class CachingFile(ReadOnlyFile):
         return len(data)
 
     def pread(self, start: int, stop: int) -> bytes:
-        """Bytes ``[start, stop)``, from cached blocks; the missing ones fetched together.
-
-        A failure is also kept in :attr:`failure`: HDF5 turns an exception raised in a file object's
-        read into its own error, and the Source raises the real one instead.
-        """
+        """Bytes ``[start, stop)``, the missing blocks fetched together; a failure is kept in :attr:`failure` too."""
         with self._lock:
             if len(self._asked) < 100_000:   # (HDF5 walks metadata in small reads; frames never come this way)
                 self._asked.append((start, stop))
@@ -189,8 +174,7 @@ class CachingFile(ReadOnlyFile):
         return next(((a, b) for a, b in self._ahead[max(0, i - 2):i] if stop <= b), None)
 
     def _from_ahead(self, start: int, stop: int) -> bytes | None:
-        """Bytes ``[start, stop)`` from a range asked for ahead that holds them all (taken from its request,
-        kept as a piece), or None."""
+        """Bytes ``[start, stop)`` from a range asked for ahead that holds them all (kept as a piece), or None."""
         with self._lock:
             got = self._on_way(start, stop)
             if got is None:
@@ -211,11 +195,7 @@ class CachingFile(ReadOnlyFile):
         return data[start - got[0]:stop - got[0]]
 
     def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching byte ranges ``ranges`` that are not held, known or already on their way: a hint of
-        what will be read next, which then comes from them. Ranges within one block, or closer than
-        :data:`AHEAD_GAP`, go in one request (never more requests than the blocks they touch), and each
-        fetches only its own bytes, up to the object's end (a short file's metadata is a few kB, not a
-        block)."""
+        """Start fetching ``ranges`` not held, known or on their way; ranges within :data:`AHEAD_GAP` go together."""
         if not hasattr(self.store, "prefetch"):
             return
         size = self.store.size

@@ -1,17 +1,10 @@
 """A store's bytes as a file that a compiled reader opens by its path and reads with C's stdio.
 
-A decoder written against files (GROMACS's xdrfile reads an XTC/TRR through a ``FILE``) reads any
-:class:`~.bytestore.ByteStore` through the :class:`FileView` made of what the store offers (:func:`as_file`):
-
-* a local file offers its path (:attr:`~.bytestore.ByteStore.local_path`; :class:`InPlace`): the decoder
-  opens the file once and reads it where it lies, and a scan reads it by its path;
-* any other store (an object behind a URL) offers ranges (:class:`Fetched`): for each read, the ranges it
-  needs are fetched (nearby ones merged, long ones split into concurrent requests) into an anonymous
-  in-memory file of the store's size, at their own offsets, and the decoder opens that file for the read
-  (a fresh one each time: a stdio buffer never holds bytes of an earlier read); a scan reads through a
-  caching file object of large blocks.
-
-The reader's code is the same for both: it asks the view, never whether the bytes are local.
+A decoder written against files (GROMACS's xdrfile reads through a ``FILE``) reads any
+:class:`~.bytestore.ByteStore` through the :class:`FileView` of what the store offers (:func:`as_file`): a local
+file's path (:class:`InPlace`), or (:class:`Fetched`) for each read the ranges it needs fetched into a fresh
+anonymous in-memory file of the store's size, at their own offsets (a stdio buffer never holds bytes of an
+earlier read). The reader asks the view, never whether the bytes are local.
 """
 
 from __future__ import annotations
@@ -34,17 +27,14 @@ MAX_REQUEST = 8 * 1024**2
 
 
 def as_file(store) -> FileView:
-    """The bytes of ``store`` (a :class:`~.bytestore.ByteStore`) as a file a compiled reader opens by its path:
-    the file itself where the store offers a local path, else fetched by the ranges each read asks for."""
+    """The bytes of ``store`` as a file a compiled reader opens by its path: the file itself, or ranges fetched."""
     if store.local_path is not None:
         return InPlace(store.local_path)
     return Fetched(store, str(store.identity[0]))
 
 
 def at_hand(location: str) -> str:
-    """``location`` as a file a library opens by its path (MDAnalysis a topology): a local path as it is; an
-    object behind a URL fetched whole, once per process, into a temporary file named by its identity and
-    ending as the URL does (what tells the library its format), removed when the process ends."""
+    """``location`` as a file a library opens by path: a local path, or an object fetched whole once (temporary)."""
     from .location import Location
 
     if Location(location).local:
@@ -90,19 +80,14 @@ class FileView(ABC):
     @abstractmethod
     def holding(self, ranges: Callable[[], list[tuple[int, int]]],
                 opener: Callable[[str], Handle]) -> contextlib.AbstractContextManager[Handle]:
-        """A handle that ``opener(path)`` opened on a file holding at least the byte ranges ``ranges()``
-        returns, each at its own offset (close it only through the view); ``ranges`` is called only by a
-        view that fetches them."""
+        """A handle ``opener(path)`` opened on a file holding at least the ranges ``ranges()``, at their offsets."""
 
     @abstractmethod
     def scan_source(self, block_bytes: int):
-        """What a scan of the bytes from start to end reads: a path, or a seekable binary file object
-        reading blocks of ``block_bytes``."""
+        """What a scan of the bytes from start to end reads: a path, or a binary file object reading blocks."""
 
     def keeps(self, folder: str, kind: str, suffix: str) -> Path | None:
-        """Where what a scan of these bytes found is kept for the next run (trajscale's cache), by the
-        bytes' identity; None where nothing is kept (reading the bytes again costs what reading the entry
-        would)."""
+        """Where a scan's result is kept for the next run, by the bytes' identity; None where nothing is kept."""
         return None
 
     def shown(self, text: str) -> str:
@@ -181,8 +166,7 @@ class Fetched(FileView):
 
 
 def _spool(store, ranges: list[tuple[int, int]]) -> int:
-    """A descriptor of an anonymous file of the store's size holding ``ranges`` of its bytes at their own
-    offsets (the rest a hole: no memory); the caller closes it."""
+    """A descriptor of an anonymous file of the store's size holding ``ranges`` at their offsets (the rest a hole)."""
     spans = sorted((int(a), int(b)) for a, b in ranges if b > a)
     got = read_coalesced(store, spans, store.merge_gap, MAX_REQUEST) if spans else []
     if hasattr(os, "memfd_create"):

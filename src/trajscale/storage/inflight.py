@@ -1,11 +1,9 @@
 """Requests in flight: the process's request threads, each object's window of requests at once, and what
 the requests cost (:class:`FetchStats`, for the RunReport).
 
-obstore's calls release Python's lock while they wait, so a pool of threads keeps many requests going
-at once. One pool of daemon threads serves every object of the process (:func:`submit`); whoever waits on
-its requests waits in short slices (:func:`gather`, :meth:`Window.enter`), looking between them for a stop
-signal and for the object's own failure, so that neither a frozen server nor requests nobody reads any more
-keep a run, or its process, from ending.
+obstore's calls release the GIL while they wait, so one pool of daemon threads serves every object of the
+process (:func:`submit`); waits are in short slices (:func:`gather`, :meth:`Window.enter`) that look for a stop
+signal and the object's failure, so neither a frozen server nor unread requests keep a run from ending.
 """
 
 from __future__ import annotations
@@ -16,22 +14,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# (a stop signal the CLI recorded: every wait on requests asks, so that a read waiting on a frozen server ends
-# with the run, not at its timeout)
+# (every wait on requests asks for a recorded stop signal: a read of a frozen server ends with the run)
 from ..util import raise_if_stopped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (the futures' module is imported with the first request: a local file's reader never needs it)
     from concurrent.futures import Future
 
-#: Requests in flight at once per object and process, at least (``max_concurrency`` fixes the number). 64
-#: rather than 32: the benchmark's 1,000 CA spans (40 kB, one a frame) through a 20 ms, 100 MB/s link took
-#: 0.75x the time (paired whole runs, docs/benchmarks.md); a plain client replaying them was no faster at 128.
+#: Requests in flight at once per object and process, at least (``max_concurrency`` fixes it; docs/benchmarks.md).
 MAX_CONCURRENCY = 64
-#: Without ``max_concurrency``, the requests in flight grow with the link's round trip (the shortest wait
-#: for a response's headers seen so far), to keep about this many requests a second going out: a round
-#: trip of 100 ms needs 250 in flight for what 64 do at 20 ms. Half the 5,500 GETs a second S3 serves a key
-#: prefix before it answers SlowDown, so that two processes on one object stay within it.
+#: Without ``max_concurrency``, the requests in flight grow with the shortest round trip seen, to keep about
+#: this many requests a second going out: half the 5,500 GETs a second S3 serves a key prefix before SlowDown.
 REQUESTS_PER_SECOND = 2500
 #: ... and at most this many.
 MOST_CONCURRENCY = 256
@@ -50,8 +43,7 @@ class FetchStats:
         return {"requests": self.requests, "bytes": self.bytes, "wait_s": self.wait_s, "retries": self.retries}
 
 
-#: Every object's requests in this process together (what :func:`trajscale.storage.fetched_here` reads: the
-#: requests of the process that prepares a run, whichever objects made them, the registry's look included).
+#: Every object's requests in this process together (:func:`trajscale.storage.fetched_here`).
 PROCESS_STATS = FetchStats()
 _PROCESS_LOCK = threading.Lock()
 
@@ -65,16 +57,12 @@ def count(requests: int = 0, nbytes: int = 0, wait_s: float = 0.0, retries: int 
         PROCESS_STATS.retries += retries
 
 
-#: Seconds a wait on requests (a slot of the window, a request's answer, a retry's backoff) sleeps at most before it
-#: looks again at what may end it: a stop signal the CLI recorded, or the object's failure.
+#: Seconds a wait on requests sleeps at most before it looks for a stop signal or the object's failure.
 WAIT_SLICE = 0.1
 
 
 class _Threads:
-    """The process's request threads: daemon threads taking calls from one queue, started as calls come (while
-    none is idle) up to the most asked for. Daemon threads, not a ``ThreadPoolExecutor``'s, because Python
-    joins those at exit, each finishing its queued calls first: a run that ended (a refused object, a
-    server that stopped answering, a stop signal) would wait there for requests nobody reads any more."""
+    """The process's request threads: daemons (a ``ThreadPoolExecutor``'s are joined at exit, an ended run waiting)."""
 
     def __init__(self) -> None:
         import queue
@@ -132,9 +120,7 @@ def submit(n: int, calls: list[tuple[Callable, tuple]]) -> list[Future]:
 
 
 def gather(futures: list[Future], give_up: Callable[[], None] | None = None) -> list:
-    """The results of ``futures``, in order, waited for in slices of :data:`WAIT_SLICE`: the first failure is
-    raised at once (the others cancelled: those not begun are never sent), and between slices a stop signal
-    (:func:`raise_if_stopped`) or ``give_up()`` (the object's own verdict) ends the wait."""
+    """The results of ``futures`` in order: a failure raised at once; a stop or ``give_up()`` ends the wait."""
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     pending = [f for f in futures if not f.done()]
@@ -157,10 +143,7 @@ def gather(futures: list[Future], give_up: Callable[[], None] | None = None) -> 
 
 
 class Window:
-    """At most ``limit`` requests of an object in flight at once; a window that ``grows`` takes its limit from
-    the shortest round trip seen (:data:`REQUESTS_PER_SECOND` x it, from :data:`MAX_CONCURRENCY` to
-    :data:`MOST_CONCURRENCY`); the shortest, not the latest, so the queueing its own requests cause at a
-    server does not widen it further."""
+    """At most ``limit`` requests of an object in flight; ``grows``: from the shortest round trip seen."""
 
     def __init__(self, limit: int, grows: bool) -> None:
         self.limit, self.grows = limit, grows
@@ -172,9 +155,7 @@ class Window:
         self.enter()
 
     def enter(self, check: Callable[[], None] | None = None) -> None:
-        """Take a place in the window, waiting in slices of :data:`WAIT_SLICE`; between them, and once the place
-        is taken, a stop signal or ``check()`` (which raises: the object failed, its server stopped answering)
-        ends the wait (the place given back)."""
+        """Take a place in the window; a stop signal or ``check()`` ends the wait (the place given back)."""
         with self._cond:
             while self._held >= self.limit:
                 self._cond.wait(WAIT_SLICE)

@@ -1,7 +1,6 @@
-"""An object store's listing: the keys under a prefix, from obstore's ``list`` (the store's own paged listing:
-S3's ``ListObjectsV2``, GCS's and Azure's list calls, one request per page of up to 1,000 or 5,000 keys,
-never one per object). Failures are classified and retried as reads are (:mod:`.retry`): a listing cut
-mid-way goes on after the last key it had, within ``retry_seconds``.
+"""An object store's listing: the keys under a prefix, from obstore's ``list`` (the store's own paged listing,
+never a request per object). Failures are retried as reads are (:mod:`.retry`): a listing cut mid-way goes on
+after the last key it had, within ``retry_seconds``.
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ CHUNK = 1000
 
 
 def list_keys(url: str, prefix: str, options: Mapping | None = None) -> list[str]:
-    """The keys under ``prefix`` (a folder of the bucket or container ``url`` names; "": all of it), in the
-    store's order, listed with ``options`` (None: the current storage options). A listing the store refuses,
-    or that cannot be finished within ``retry_seconds``, is said in one line (:class:`~.retry.RemoteError`)."""
+    """The keys under ``prefix`` ("": all) of the bucket ``url`` names, listed with ``options``; refused in one line."""
     import obstore
 
     from .objects import RETRY_SECONDS, TIMEOUT
@@ -55,8 +52,7 @@ def list_keys(url: str, prefix: str, options: Mapping | None = None) -> list[str
                                                                  f"({failure.problem})"
                 raise RemoteError(url, f"cannot list {prefix or 'it'}: {said}") from None
             continue
-        # (a listing is counted as one request, its pages the client's: what tells this process it has
-        # started a URL client's runtime, which a forked child must not inherit)
+        # (counted as one request: it tells this process it has started a client runtime a fork must not inherit)
         count(requests=1, wait_s=time.perf_counter() - t0, retries=int(tries > 0))
         return keys
 

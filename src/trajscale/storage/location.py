@@ -1,11 +1,9 @@
 """A location: a local path or a URL, with the storage options its bytes are read with; made once, where a
 file enters trajscale (the API, the command line, a catalog's row), and passed as it is.
 
-:class:`Location` answers what code above the byte stores asks of a file: its store (:meth:`~Location.store`),
-size and identity, the same name in every process (:meth:`~Location.absolute`: the one rule), a file beside
-it (:meth:`~Location.beside`), and the files under it (:meth:`~Location.list`, :meth:`Location.glob`): a local
-glob, or an object store's listing (S3, GCS, Azure), paged, of the pattern's fixed folder only. A web server
-has no listing: a glob over an http(s) URL is refused in one line.
+:class:`Location` answers what code above the byte stores asks of a file: its store, size and identity, the
+same name in every process (:meth:`~Location.absolute`), a file beside it, and the files under it (a local glob,
+or an object store's listing, paged; a glob over an http(s) URL is refused in one line).
 
 Nothing here opens a network client until a URL is listed or read: ``import trajscale`` stays free of them.
 """
@@ -52,8 +50,7 @@ class Location:
 
     @classmethod
     def of(cls, value: Location | str | os.PathLike, options: Mapping | None = None) -> Location:
-        """``value`` as a location: a :class:`Location` as it is (given ``options`` where it has none), a path
-        or URL with ``options``."""
+        """``value`` as a location: a :class:`Location` as it is (with ``options`` where it has none), else new."""
         if isinstance(value, Location):
             return value if options is None or value.options is not None else Location(value.where, options)
         return cls(os.fspath(value), dict(options) if options else None)
@@ -70,8 +67,7 @@ class Location:
     # -- what it is, told without I/O ---------------------------------------------------------------------------
     @property
     def scheme(self) -> str | None:
-        """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``: :data:`trajscale.util.SCHEME_PREFIXES`);
-        None for a local path."""
+        """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``); None for a local path."""
         return scheme_of(self.where)
 
     @property
@@ -81,9 +77,7 @@ class Location:
 
     @property
     def store_class(self) -> type[ByteStore]:
-        """The class of :class:`~trajscale.storage.bytestore.ByteStore` that reads it (what it declares, such
-        as the modules a pool's workers preload, is asked before or without opening it). The network's
-        modules are imported only for a URL."""
+        """The :class:`~trajscale.storage.bytestore.ByteStore` class that reads it, asked without opening it."""
         if self.local:
             from .bytestore import LocalFile
 
@@ -93,27 +87,19 @@ class Location:
         return RemoteObject
 
     def worker_modules(self, fetched: tuple[str, ...] = ()) -> tuple[str, ...]:
-        """What a pool's worker imports to read these bytes, told without I/O (a pool's parent or forkserver
-        imports it before its workers start): the store's own modules (a network client's) and ``fetched``
-        (what the format reads fetched bytes with) where the store fetches them; nothing for a local file,
-        whose reading starts nothing a forked worker must not inherit."""
+        """What a pool's worker imports to read these bytes (without I/O); nothing for a local file."""
         store = self.store_class
         return (*store.worker_modules, *fetched) if store.remote else ()
 
     def absolute(self) -> Location:
-        """The location as every process names it (a worker or a rank in another folder, a run and an
-        ensemble's member alike): a local path made absolute against this process's folder (``os.path.abspath``:
-        no link resolved, no file system asked, so the name stays the one given: a member named by its file
-        keeps its name); a URL as it is."""
+        """The location as every process names it: a local path made absolute (no link resolved), a URL as it is."""
         if not self.local:
             return self
         absolute = os.path.abspath(self.where)
         return self if absolute == self.where else Location(absolute, self.options)
 
     def beside(self, relative: str | os.PathLike) -> Location:
-        """``relative`` as a file beside this one names it (a catalog its trajectories, a segment index its
-        parts), read with the same options: relative to a local file's folder, or to an object's URL prefix
-        (``..`` climbing it, never above the bucket or host); a URL or an absolute path as it is."""
+        """``relative`` as a file beside this one names it, same options (``..`` never above the bucket or host)."""
         name = os.fspath(relative)
         if scheme_of(name) is not None or os.path.isabs(name):
             return Location(name, self.options)
@@ -125,16 +111,14 @@ class Location:
 
     # -- what its bytes are -----------------------------------------------------------------------------------------
     def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
-        """Its bytes: a local file, or the object behind the URL (its first request tells its size and
-        identity), read with this location's options (see :func:`trajscale.storage.opener.open_bytes`)."""
+        """Its bytes: a local file, or the object behind the URL, read with this location's options."""
         from .opener import open_bytes
 
         return open_bytes(self.where, None if self.options is None else dict(self.options), identity, round_trip)
 
     @property
     def size(self) -> int:
-        """Its size in bytes: a local file's from one ``stat``; an object's from its first request (shared for a
-        few seconds with its opening). Missing, denied or unreachable: said in one line."""
+        """Its size in bytes (a ``stat``, or an object's first request); missing, denied, unreachable: one line."""
         if self.local:
             try:
                 return os.stat(self.where).st_size
@@ -144,10 +128,7 @@ class Location:
 
     @property
     def identity(self) -> tuple | None:
-        """What tells its bytes from a replacement's now, as cheaply as it can be told: a local file's (device,
-        inode, size, mtime_ns) from one ``stat`` (no link resolved: metadata calls a parallel file system pays
-        for), None when it is missing or not a file; an object's URL, ETag and size (its first request, shared
-        for a few seconds with its opening; a missing, denied or unreachable one said in one line)."""
+        """What tells its bytes from a replacement's: a local file's (device, inode, size, mtime_ns); a URL's ETag."""
         if self.local:
             try:
                 st = os.stat(self.where)
@@ -163,22 +144,17 @@ class Location:
 
     # -- listing ------------------------------------------------------------------------------------------------------
     def list(self, pattern: str = "*") -> list[Location]:
-        """The files in this folder (or under this object prefix) whose paths below it match ``pattern``, sorted,
-        with this location's options: ``*`` and ``?`` match within one folder, ``**/`` any number of folders
-        (as :func:`glob.glob` with ``recursive=True``). An object store's prefix is listed once, paged, from
-        the pattern's fixed folder down; an http(s) URL has no listing, and is refused in one line."""
+        """The files below this folder (or object prefix) matching ``pattern``, sorted (as :func:`glob.glob`)."""
         base = self.where.rstrip("/") if self.where not in ("", "/") else self.where
         joined = f"{base}/{pattern}" if base else pattern
         return Location(joined, self.options)._matches()
 
     @classmethod
     def glob(cls, pattern: str | os.PathLike | Location, options: Mapping | None = None) -> list[Location]:
-        """The files a glob pattern names (``"runs/*/md.xtc"``, ``"s3://bucket/mdcath/data/*.h5"``), sorted:
-        :meth:`list` of the pattern's fixed folder."""
+        """The files a glob pattern names, sorted: :meth:`list` of the pattern's fixed folder."""
         return cls.of(pattern, options)._matches()
 
     def _matches(self) -> list[Location]:
-        """The files this location's text, read as a glob pattern, names."""
         if self.local:
             found = (p for p in _glob.glob(self.where, recursive=True) if os.path.isfile(p))
             return [Location(p, self.options) for p in sorted(found)]

@@ -1,19 +1,15 @@
 """An object behind a URL as a byte store: its size and identity, and its bytes by ranges.
 
-:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`, a local file read with ``pread``) reads an
-object with range requests through obstore (Rust's ``object_store``: the scheme's store, :mod:`.clients`), many at once
-from the process's request threads (:mod:`.inflight`). Every response is checked before it is used: a
-range answered with other bytes than asked for (a short body, a server that ignores ``Range``) is never
-used, and every request asks for the object's ETag (``If-Match``; a versioned bucket's reads are pinned
-to the version the run began with), so an object replaced during a run is refused, not mixed with the
-old one. What a store's validator can and cannot see is said by :attr:`ByteStore.validator`. Failures
-are classified and retried within ``retry_seconds`` (:mod:`.retry`); requests, bytes, seconds spent
-waiting on the network and retries are counted (:class:`FetchStats`) for the RunReport.
+:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`) reads an object with range requests through
+obstore (:mod:`.clients`), many at once from the process's request threads (:mod:`.inflight`). A range answered
+with other bytes than asked for is never used, and every request asks for the object's ETag (``If-Match``; a
+versioned bucket's reads are pinned to the run's version), so an object replaced during a run is refused, not
+mixed with the old one. Failures are classified and retried within ``retry_seconds`` (:mod:`.retry`); requests,
+bytes, network wait and retries are counted (:class:`FetchStats`) for the RunReport.
 
-Why obstore rather than fsspec/s3fs: fetching the same 1,000 ranges of 60 kB from the same local S3
-server, obstore took well under a second and s3fs's ``cat_ranges`` minutes (docs/remote.md has the
-measurement and its command). The options stay fsspec's ``storage_options``, as xarray, Dask and pandas
-users pass them, translated to obstore's names (:mod:`.clients`).
+Why obstore rather than fsspec/s3fs: the same 1,000 ranges from a local S3 server took obstore well under a
+second and s3fs's ``cat_ranges`` minutes (docs/remote.md). The options stay fsspec's ``storage_options``,
+translated to obstore's names (:mod:`.clients`).
 """
 
 from __future__ import annotations
@@ -38,17 +34,14 @@ from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, Wrong
 
 log = logging.getLogger(__name__)
 
-#: Bytes of an object's first request: the format is told from them, and HDF5's superblock and first
-#: object headers are in them (they are the caching file object's first block).
+#: Bytes of an object's first request: its format, and HDF5's superblock and first object headers.
 HEAD_BYTES = 256 * 1024
 #: Defaults of trajscale's own options.
 RETRY_SECONDS = 30.0
 TIMEOUT = 20.0
-#: Batches of requests started ahead (:meth:`RemoteObject.prefetch`) held at once: the block being read and
-#: the next one's.
+#: Batches of requests started ahead held at once: the block being read and the next one's.
 AHEAD_BATCHES = 2
-#: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source's open
-#: share one request (a later run asks again: the object may have been replaced since).
+#: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source share one request.
 HEAD_TTL = 10.0
 
 #: nginx's ETag: the file's modification time in seconds and its size, in hex (``"6b09123e-446bacc3"``).
@@ -57,8 +50,7 @@ _MTIME_ETAG = re.compile(r'^"([0-9a-f]{1,16})-([0-9a-f]{1,16})"$')
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """What says an object is the one a run began with: its ETag (None if the server gives none), its size,
-    and its version id where the store keeps versions (a versioned bucket)."""
+    """What says an object is the run's: its ETag (None if none), its size, and its version id (a versioned bucket)."""
 
     etag: str | None
     size: int
@@ -99,11 +91,7 @@ def _is_object_url(url) -> bool:
 
 
 class RemoteObject(ByteStore):
-    """One object behind a URL, read by concurrent range requests.
-
-    Use :meth:`open`: it fetches the object's first :data:`HEAD_BYTES` with one request, which also
-    gives its ETag and size (or takes a known ``identity``, a worker's, and checks it on every read).
-    """
+    """One object behind a URL, read by concurrent range requests; :meth:`open` fetches its first bytes and ETag."""
 
     remote = True
     #: the client library, imported before a pool's workers start (its runtime starts at the first request)
@@ -133,13 +121,11 @@ class RemoteObject(ByteStore):
         self.store = self._store(self.timeout)
         self.stats = FetchStats()
         self._lock = threading.Lock()
-        #: requests started ahead of the read that will want them (:meth:`prefetch`), by byte range, and the
-        #: batches they were started in (at most :data:`AHEAD_BATCHES`)
+        #: requests started ahead (:meth:`prefetch`), by byte range, and the batches they were started in
         self._ahead: dict[tuple[int, int], object] = {}
         self._batches: list[list[tuple[int, int]]] = []
         self._identity = identity
-        #: the error every request of the object fails with once one has failed for good (its server gave no
-        #: answer in ``retry_seconds``, or the object was replaced): a run's refusal ends its other requests
+        #: the error every request of the object fails with once one has failed for good
         self._failed: RemoteError | None = None
         self._outage = Outage(self.retry_seconds)
         self.head = b""
@@ -150,10 +136,8 @@ class RemoteObject(ByteStore):
     @classmethod
     def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
              round_trip: float | None = None) -> RemoteObject:
-        """The object at ``url``: with ``identity`` (from the process that began the run) nothing is
-        fetched now; without, its first bytes and identity, from one request (shared for a few seconds
-        with the process's other opens of the same URL and options). ``round_trip``: the shortest that
-        process saw (:attr:`round_trip`), what the requests in flight start from."""
+        """The object at ``url``: with ``identity`` (the run's) nothing is fetched now; else its first bytes and
+        identity in one request (shared a few seconds); ``round_trip`` seeds the requests in flight."""
         obj = cls(url, options, identity)
         if round_trip is not None and 0 < round_trip < 3600:
             obj._slots.saw_round_trip(float(round_trip))
@@ -180,8 +164,7 @@ class RemoteObject(ByteStore):
         return validator_of(self._identity, self._identity.size)
 
     def state(self) -> dict:
-        """What a worker opens this object with, without a request: the options it is read with, its
-        identity, and the shortest round trip seen (the requests in flight start from it)."""
+        """What a worker opens this object with, without a request: options, identity, shortest round trip."""
         return {"storage_options": self.options or None, "identity": self._identity.to_list(),
                 "round_trip": self.round_trip}
 
@@ -223,9 +206,7 @@ class RemoteObject(ByteStore):
             if a < 0 or b > size or b < a:
                 raise self.error(f"bytes {a} to {b} are outside the object's {size} bytes: the file is damaged")
         if any(a == b or b <= len(self.head) for a, b in ranges):
-            # an empty range needs no request (and a server refuses it), nor one within the object's first
-            # bytes: the head request fetched them (a short trajectory's reference frame, read where the
-            # run is prepared, lies there)
+            # an empty range needs no request (a server refuses it), nor one within the head request's bytes
             full = [i for i, (a, b) in enumerate(ranges) if b > max(a, len(self.head))]
             got = self.read_ranges([ranges[i] for i in full]) if full else []
             head = memoryview(self.head)
@@ -237,8 +218,8 @@ class RemoteObject(ByteStore):
         try:
             with self._lock:
                 early = [self._ahead.pop((a, b), None) for a, b in ranges] if self._ahead else [None] * len(ranges)
-            # every request on the request threads, even a single one: this thread only waits, in slices that
-            # look for a stop signal and for the object's failure (a request blocks where signals are not seen)
+            # every request on the request threads: this thread only waits, in slices that look for a stop
+            # signal and the object's failure (a request blocks where signals are not seen)
             started = iter(submit(self.max_concurrency, [(self._fetch, (a, b)) for (a, b), f
                                                          in zip(ranges, early, strict=True) if f is None]))
             futures = [f if f is not None else next(started) for f in early]
@@ -256,10 +237,7 @@ class RemoteObject(ByteStore):
         count(wait_s=seconds)
 
     def prefetch(self, ranges: list[tuple[int, int]]) -> None:
-        """Start fetching ``ranges`` now, for the :meth:`read_ranges` call that will ask for exactly them (the
-        next block's, started as the block before it is read and mapped). At most :data:`AHEAD_BATCHES`
-        batches are held: the oldest one's ranges not asked for are let go (its requests still count).
-        A failure is the later read's."""
+        """Start fetching ``ranges`` for the :meth:`read_ranges` asking for them; at most :data:`AHEAD_BATCHES` held."""
         size = self._identity.size
         ranges = [(a, b) for a, b in ranges if 0 <= a <= b <= size]
         if not ranges:
@@ -302,15 +280,8 @@ class RemoteObject(ByteStore):
         future.add_done_callback(done)
 
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
-        """Bytes ``[a, b)`` (``first``: the head request, which learns the identity), retried within
-        ``retry_seconds`` of its first try's start (each try's timeout cut to the time left, so a frozen
-        server is given up on in that time, not a timeout later), and within the object's :class:`Outage`: a
-        server that has not answered any of its requests for ``retry_seconds`` is given up on by all of them,
-        those waiting their turn too. Once one request of the object has failed for good (given up, or the
-        object replaced), the others fail at once with its error (a server that died ends a batch of a
-        thousand ranges within one budget, not one per range; a refusal sends no more requests). A request
-        started ahead (``ahead``) is counted when a read takes its bytes, so that the read's task counts it
-        (its failures and retries at once)."""
+        """Bytes ``[a, b)``, retried within the request's :class:`~.retry.Deadline` and the object's
+        :class:`~.retry.Outage`; once one request failed for good, the others fail with its error."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
             self._check()
@@ -347,8 +318,7 @@ class RemoteObject(ByteStore):
             log.debug("%s: bytes %d-%d: %s; retry %d", self.url, a, b, failure.kind, deadline.tries)
 
     def _check(self) -> None:
-        """Raise the object's failure, if it has failed for good, or give up on it when its server has given
-        no answer for ``retry_seconds`` (a request waiting for its turn gives up then, untried)."""
+        """Raise the object's failure, or give up on it when its server has not answered for ``retry_seconds``."""
         if self._failed is not None:
             raise self._failed
         outage = self._outage
@@ -362,8 +332,7 @@ class RemoteObject(ByteStore):
         count(1)
 
     def _gave_up(self, failure: Failure, tries: int) -> RemoteError:
-        """The error of a request whose retries ran out: a wrong answer is said as ours, a failure of the
-        server or the network as not answering."""
+        """The error of a request whose retries ran out: a wrong answer said as ours, else as not answering."""
         how = "gave no usable answer" if failure.kind == "wrong" else "did not answer"
         return self.error(f"{endpoint_of(self.url, self.options)} {how} in {self.retry_seconds:g} s "
                           f"({tries} tries; last: {failure.problem})")
@@ -403,8 +372,7 @@ class RemoteObject(ByteStore):
         return f" (trusted besides the system's: {', '.join(said)})" if said else ""
 
     def _empty_said(self, failure: Failure) -> str:
-        """What an object whose first bytes were refused is now (a 416, or a whole answer to a range: what
-        servers answer for 0 bytes): its size, asked once."""
+        """What an object whose first bytes were refused is now (a 416, or a whole answer): its size, asked once."""
         import obstore
 
         try:
@@ -489,8 +457,7 @@ class _Heads:
         with self._lock:
             kept = self._kept.get(key)
         if kept is not None and now - kept[0] < HEAD_TTL:
-            # the round trip the head request saw comes with its bytes: an object whose first reads lie in
-            # them may make no request of its own, yet its requests in flight (and its workers') start from it
+            # the head request's round trip comes with its bytes: later requests in flight start from it
             if kept[3] is not None:
                 obj._slots.saw_round_trip(kept[3])
             return kept[1], kept[2]
@@ -510,8 +477,7 @@ _heads = _Heads()
 
 
 def forget_heads() -> None:
-    """Forget the objects' first bytes and identities this process keeps (:data:`HEAD_TTL` seconds): the next
-    open of a URL asks its server again (after the object was replaced, say)."""
+    """Forget the first bytes and identities this process keeps: the next open of a URL asks its server again."""
     _heads.forget()
 
 

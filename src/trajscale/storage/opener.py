@@ -15,9 +15,8 @@ from .bytestore import ByteStore, LocalFile
 
 def open_bytes(path: str | os.PathLike, options: dict | None = None, identity: list | None = None,
                round_trip: float | None = None) -> ByteStore:
-    """The bytes of ``path``: a local file, or the object behind a URL (its first request tells its size
-    and identity), read with ``options`` (None: the current storage options); an object's ``identity`` and
-    ``round_trip`` as another process found them (:meth:`ByteStore.state`: then nothing is asked now)."""
+    """The bytes of ``path`` (a local file or a URL's object), read with ``options`` (None: the current ones);
+    ``identity`` and ``round_trip`` as another process found them (then nothing is asked now)."""
     if is_url(path):
         from .objects import Identity, RemoteObject
 

@@ -1,8 +1,7 @@
 """Ranges of a file's bytes: which requests read them (nearby ranges merged, long ones split), and reading them.
 
-The rule for merging is a cost: two ranges with fewer than ``merge_gap`` bytes between them are fetched
-in one request, where moving the gap's bytes costs less than a request (:data:`MERGE_GAP`). Any
-:class:`~.bytestore.ByteStore` reads them: a local file by ``pread``, an object by concurrent requests.
+Two ranges with fewer than ``merge_gap`` bytes between them are fetched in one request, where moving the gap's
+bytes costs less than a request (:data:`MERGE_GAP`).
 """
 
 from __future__ import annotations
@@ -18,18 +17,14 @@ class Ranged(Protocol):
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list: ...
 
 
-#: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``). The rule
-#: is a cost: merge only where moving the gap's bytes costs less than a request, gap < bandwidth x the
-#: request's latency. The requests go out concurrently, so one more request costs about its latency
-#: shared by those in flight: 100 MB/s x 20 ms / 32 is 62.5 kB (31 kB over 64). A larger gap
-#: fetches the bytes between a selection's spans in consecutive frames (most of each frame for a CA
-#: selection of a 570 kB frame) and saves requests that were nearly free.
+#: Two ranges with fewer bytes than this between them are fetched in one request (``merge_gap``): gap <
+#: bandwidth x latency shared by the requests in flight (100 MB/s x 20 ms / 32 is 62.5 kB). A larger gap
+#: fetches most of each frame for a CA selection and saves requests that were nearly free.
 MERGE_GAP = 64 * 1024
 
 
 def merge_gap_of(options: dict | None) -> int:
-    """The ``merge_gap`` of these storage options (bytes, :data:`MERGE_GAP` if not given); a negative or
-    non-integer value is refused in one line."""
+    """``merge_gap`` of these storage options (bytes; :data:`MERGE_GAP` if not given), checked."""
     value = (options or {}).get("merge_gap", MERGE_GAP)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != int(value):
         raise ConfigError(f"storage option merge_gap: give a number of bytes, 0 or more (got {value!r})")
@@ -38,9 +33,7 @@ def merge_gap_of(options: dict | None) -> int:
 
 def coalesce(ranges: list[tuple[int, int]], gap: int,
              max_request: int | None = None) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Ranges sorted and merged where they are at most ``gap`` bytes apart (a request saved costs more
-    than ``gap`` bytes moved) and the merged one stays within ``max_request``: (merged ranges, for each
-    input range its (merged index, offset in it))."""
+    """Ranges sorted and merged within ``gap`` and ``max_request``: (merged, each range's (merged index, offset))."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     merged: list[list[int]] = []
     where: list[tuple[int, int]] = [(0, 0)] * len(ranges)
@@ -56,8 +49,7 @@ def coalesce(ranges: list[tuple[int, int]], gap: int,
 
 
 def requests_of(ranges: list[tuple[int, int]], gap: int, max_request: int | None = None):
-    """The requests :func:`read_coalesced` sends for ``ranges``: (merged ranges, each range's place in them,
-    the requests, each request's merged range)."""
+    """The requests :func:`read_coalesced` sends: (merged ranges, places in them, requests, their merged range)."""
     merged, where = coalesce(ranges, gap, max_request)
     pieces, owner = [], []
     for m, (a, b) in enumerate(merged):
@@ -70,8 +62,7 @@ def requests_of(ranges: list[tuple[int, int]], gap: int, max_request: int | None
 
 def prefetch_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
                        max_request: int | None = None) -> None:
-    """Start fetching the requests :func:`read_coalesced` will send for ``ranges`` (a store that cannot read
-    ahead: nothing)."""
+    """Start fetching the requests :func:`read_coalesced` will send for ``ranges`` (where the store reads ahead)."""
     ahead = getattr(store, "prefetch", None)
     if ahead is not None and ranges:
         ahead(requests_of(ranges, gap, max_request)[2])
@@ -79,8 +70,7 @@ def prefetch_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
 
 def read_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
                    max_request: int | None = None) -> list[memoryview]:
-    """Each range's bytes, read as :func:`coalesce` merges them; a range longer than ``max_request``
-    goes out as several concurrent requests."""
+    """Each range's bytes, read as :func:`coalesce` merges them; longer than ``max_request``: several requests."""
     merged, where, pieces, owner = requests_of(ranges, gap, max_request)
     got = store.read_ranges(pieces)
     firsts: list[int] = []   # each merged range's first request
@@ -89,8 +79,7 @@ def read_coalesced(store: Ranged, ranges: list[tuple[int, int]], gap: int,
             firsts.append(i)
     out = []
     for (m, off), (a, b) in zip(where, ranges, strict=True):
-        # the range within its merged range's requests (each ``max_request`` long but the last): a view of
-        # one request's bytes, or the pieces it spans joined (no whole merged range is ever copied)
+        # a view of one request's bytes, or the pieces it spans joined (no whole merged range is copied)
         start = merged[m][0] + off
         i = firsts[m] + ((off // max_request) if max_request else 0)
         lo = start - pieces[i][0]

@@ -1,21 +1,16 @@
 """Which failures of a request are worth another try, what each means for the user, and how long to try.
 
-A failure is told by the client's own error kinds, never by words of its message: obstore raises its
-exception classes (``PreconditionError``, ``PermissionDeniedError``, ``FileNotFoundError``, ...) and,
-for everything else, a ``GenericError`` whose text ends with ``object_store``'s error chain ("Debug
-source:"): the HTTP status (``Status { status: 503 }``), the transport's kind (``HttpError { kind:
-Timeout | Interrupted | Connect | Request | Decode }``), the connector's ``"dns error"``, rustls'
-``InvalidCertificate(...)``. :func:`classify` reads those fields (the status line ``status code: N``
-too, the same field as the client prints it) and an S3 error body's ``<Code>``.
+A failure is told by the client's own error kinds, never by words of its message: obstore's exception classes
+and, for everything else, a ``GenericError`` whose text ends with ``object_store``'s error chain: the HTTP
+status, the transport's kind (``HttpError { kind: Timeout | ... }``), ``"dns error"``, rustls'
+``InvalidCertificate(...)``; :func:`classify` reads those fields and an S3 error body's ``<Code>``.
 
-Retried: a cut response body (a worker killed mid-response), a reset or refused connection, a
-timeout, 5xx answers, 408 and throttling (429, 503 ``SlowDown``), and answers trajscale itself finds
-wrong (:class:`WrongAnswer`). Not retried: TLS (an untrusted or unfit certificate), DNS, other 4xx
-answers and a store's refusal of an option: each is said in one line naming its cause.
+Retried: a cut response body, a reset or refused connection, a timeout, 5xx, 408 and throttling (429, 503
+``SlowDown``), and answers trajscale finds wrong (:class:`WrongAnswer`). Not retried: TLS, DNS, other 4xx and a
+store's refusal of an option: each said in one line naming its cause.
 
-:class:`Deadline` bounds the wait: a request and its retries take at most ``retry_seconds`` from the
-first try's start, each try's timeout cut to the time left; :class:`Outage` bounds it for all of an
-object's requests together (a server that stops answering is given up on once, in ``retry_seconds``).
+:class:`Deadline` bounds a request and its retries to ``retry_seconds`` from its first try; :class:`Outage`
+bounds all of an object's requests together (a server that stops answering is given up on once).
 """
 
 from __future__ import annotations
@@ -47,9 +42,8 @@ class WrongAnswer(Exception):
 RETRIED = frozenset({"cut", "reset", "refused", "timeout", "server", "throttled", "wrong", "request"})
 
 REPLACED = "the object was replaced during the run (its ETag changed); run again on the new object"
-#: A read of an object the run began with that answers "no such object": the version the run is pinned to is
-#: gone (GCS answers a read of a replaced object's former generation 404, as S3 a deleted version), or the key was
-#: removed: either way the object the run began with is not there any more.
+#: A read of the run's object that answers "no such object": its pinned version is gone (GCS answers a replaced
+#: object's former generation 404, as S3 a deleted version), or the key was removed.
 GONE = ("the object was replaced or removed during the run (the version it began with is gone); run again on "
         "the new object")
 NO_KEY = "no such object (the key does not exist)"
@@ -198,8 +192,7 @@ def classify(exc: BaseException) -> Failure:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of a failure's text, at most 200 characters; a server's XML error body (S3's) is
-    given as its code and message, not cut mid-tag."""
+    """A failure's first line, at most 200 characters (an S3 XML body as its code and message)."""
     text = str(exc).strip()
     if "<?xml" in text or "<Error>" in text:
         code = _CODE.search(text)
@@ -213,10 +206,8 @@ def first_line(exc: BaseException) -> str:
 
 
 class Outage:
-    """Since when an object's server has given no answer: the first failed try after its last answer opens the
-    outage (from that request's first try), any answer closes it. Every request of the object, those in flight
-    and those waiting for their turn, gives up when it has lasted ``retry_seconds``: a server that stops
-    answering mid-run is given up on in that time once, not in that time per request in the queue."""
+    """Since when an object's server has not answered: every request of the object gives up once that lasts
+    ``retry_seconds`` (once, not per queued request)."""
 
     def __init__(self, retry_seconds: float) -> None:
         self.retry_seconds = retry_seconds
@@ -245,11 +236,10 @@ class Outage:
 
 
 class Deadline:
-    """How long one request may still be tried: ``retry_seconds`` from its first try's start, and no longer
-    than its object's :class:`Outage`; each try's timeout the smaller of ``timeout`` and the time left
-    (rounded up to 0.5 s, so that the stores made for a try's timeout stay few), and backoff between tries
-    (exponential with jitter, at most 5 s, slept in slices that look for a stop signal).
-    ``retry_seconds=0``: one try, of ``timeout``."""
+    """How long one request may still be tried: ``retry_seconds`` from its first try, within its object's
+    :class:`Outage`; each try's timeout the smaller of ``timeout`` and the time left (rounded up to 0.5 s, so the
+    stores made per timeout stay few); backoff exponential with jitter, at most 5 s, slept in slices that look
+    for a stop signal. ``retry_seconds=0``: one try, of ``timeout``."""
 
     def __init__(self, retry_seconds: float, timeout: float, outage: Outage | None = None) -> None:
         self.retry_seconds, self.timeout = retry_seconds, timeout
@@ -279,8 +269,7 @@ class Deadline:
         return 0.0 if self.end is None else self._end() - time.monotonic()
 
     def wait(self) -> bool:
-        """Sleep before the next try; False when no time is left for one. A stop signal the CLI recorded
-        ends the sleep (SystemExit)."""
+        """Sleep before the next try; False when no time is left for one (a recorded stop signal: SystemExit)."""
         left = self.left()
         if left <= 0.05:
             return False

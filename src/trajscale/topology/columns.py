@@ -1,28 +1,22 @@
 """A PDB or GRO topology's per-atom labels from the text's fixed columns, as MDAnalysis's parsers read them.
 
-MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each line stripped of blanks, the ``ATOM``/``HETATM``
-records up to the first line that starts with ``END`` (the first model): the atom name in columns 13-16,
-the residue name in 18-21, the chain in 22, the residue number in 23-26 (a number 5,000 below the one before
-is taken 10,000 higher: four digits wrapped), the insertion code in 27 and the segment in 73-76 (the chains
-where no atom has one; ``SYSTEM`` where neither has any).  A residue is a run of atoms with one number,
-name, insertion code and segment.  :func:`record_columns` reads those columns of every record at once
-(NumPy over a grid of characters, no loop over the atoms); :func:`pdb_labels` gives the labels of
-:class:`~.labelled.LabelledTopology` from a PDB file, or None where it cannot be sure that MDAnalysis would
-read the same: text that is not plain printable ASCII, a residue number that is not a plain decimal
-(hybrid-36, blank: MDAnalysis warns and guesses), more than 99,999 atoms, no atoms, or another MDAnalysis
-than the one whose rules these are.  The caller then asks MDAnalysis, as before.
+MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each stripped line, the ``ATOM``/``HETATM`` records up to
+the first ``END``: the atom name in columns 13-16, the residue name in 18-21, the chain in 22, the residue
+number in 23-26 (5,000 below the one before is taken 10,000 higher: four digits wrapped), the insertion code in
+27 and the segment in 73-76 (the chains where no atom has one; ``SYSTEM`` where neither). A residue is a run of
+atoms with one number, name, insertion code and segment. :func:`record_columns` reads those columns of every
+record at once (NumPy over a grid of characters); :func:`pdb_labels` gives the labels, or None where MDAnalysis
+might read otherwise (not plain printable ASCII, a residue number not a plain decimal, more than 99,999 atoms,
+no atoms, another MDAnalysis): the caller then asks MDAnalysis.
 
-:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives such a file's atoms, from its
-own tables (``MDAnalysis/guesser/tables.py``, read as text, not imported): with no element column, each atom
-name's guessed element's mass; with one, each element's (capitalised, checked against the periodic table:
-0 for one that is not an element or is blank, as MDAnalysis gives).
+:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives, from its own tables
+(``MDAnalysis/guesser/tables.py``, read as text): each atom name's guessed element's mass, or each element
+column value's (0 for one that is not an element, as MDAnalysis gives).
 
-A GRO file (:func:`gro_labels_of_text`) is read as MDAnalysis's ``GROParser`` reads it: its second line the atom
-count, then that many lines, each the residue number in columns 1-5, the residue name in 6-10 and the atom
-name in 11-15 (not stripped first: the columns count from the line's start), one segment ``SYSTEM``, residues
-the runs of one number and name; its masses are guessed from the names.  A file with a residue number 0
-after the first atom (MDAnalysis then adds 100,000: five digits wrapped), a blank name, a short line or
-a field that is not a plain number is declined.  :func:`file_labels` reads either, by the file's extension.
+A GRO file (:func:`gro_labels_of_text`) is read as ``GROParser`` reads it: the second line the atom count, then
+each line's residue number in columns 1-5, residue name in 6-10 and atom name in 11-15 (not stripped first),
+one segment ``SYSTEM``. A residue number 0 after the first atom (MDAnalysis adds 100,000), a blank name, a short
+line or a field not a plain number is declined. :func:`file_labels` reads either, by the file's extension.
 """
 
 from __future__ import annotations
@@ -57,8 +51,7 @@ _FROM_VERSION, _UNTIL_VERSION = (2, 10), (3, 0)
 
 
 def end_of_records(text: str) -> int:
-    """Where the first line that starts with ``END`` (``END``, ``ENDMDL``; after blanks) begins: the records
-    read end there."""
+    """Where the first line that starts with ``END`` (after blanks) begins: the records read end there."""
     k = text.find("END")
     while k >= 0:
         start = text.rfind("\n", 0, k) + 1
@@ -69,9 +62,7 @@ def end_of_records(text: str) -> int:
 
 
 def record_columns(text: str):
-    """``(n, cols)``: the number of atom records of the first model, and ``cols(field)``, the stripped text of
-    ``field`` (:data:`FIELDS`) of each, as MDAnalysis's PDB parser reads them (lines stripped; ``ATOM``/``HETATM``
-    up to the first ``END``)."""
+    """``(n, cols)``: the first model's atom record count, and ``cols(field)`` (:data:`FIELDS`), stripped."""
     records = _RECORD.findall(text, 0, end_of_records(text))
     width = max(80, max(map(len, records), default=0))
     grid = np.array(records, dtype=f"U{width}").view("U1").reshape(len(records), width)
@@ -85,8 +76,7 @@ def record_columns(text: str):
 
 
 def wrapped_resids(resid: np.ndarray) -> np.ndarray:
-    """Residue numbers as MDAnalysis's PDB parser makes them of the column's: a number 5,000 below the one
-    before is taken 10,000 higher (PDB's four digits wrapped)."""
+    """Residue numbers as MDAnalysis's PDB parser makes them (5,000 below the one before: 10,000 higher)."""
     if len(resid) and (np.diff(resid) < -5000).any():   # (rare: over 9,999 residues)
         prev = 0
         for k, r in enumerate(resid.tolist()):
@@ -97,15 +87,13 @@ def wrapped_resids(resid: np.ndarray) -> np.ndarray:
 
 
 def plain_integers(column: np.ndarray) -> bool:
-    """Whether every value of a stripped text column is a plain decimal integer (digits, one leading ``-``
-    at most): what ``int()`` and NumPy read the same."""
+    """Whether every value of a stripped text column is a plain decimal integer (as ``int()`` and NumPy read it)."""
     digits = np.char.lstrip(column, "-")
     return bool((np.char.isdigit(digits) & (np.char.str_len(column) - np.char.str_len(digits) <= 1)).all())
 
 
 def residue_starts(*keys: np.ndarray) -> np.ndarray:
-    """Whether each atom starts a residue: one of ``keys`` differs from the atom before's (MDAnalysis's
-    ``change_squash``)."""
+    """Whether each atom starts a residue: one of ``keys`` differs from the atom before's (``change_squash``)."""
     n = len(keys[0])
     new = np.ones(n, bool)
     if n:
@@ -114,8 +102,7 @@ def residue_starts(*keys: np.ndarray) -> np.ndarray:
 
 
 def labels_of_text(text: str) -> dict[str, np.ndarray] | None:
-    """The labels (``name``, ``resname``, ``resid``, ``resindex``, ``segid``, ``icode``) of PDB ``text`` (newlines
-    ``\\n``), or None where MDAnalysis might read it otherwise (the module's docstring)."""
+    """The labels of PDB ``text`` (newlines ``\n``), or None where MDAnalysis might read it otherwise."""
     try:
         raw = text.encode("ascii")
     except UnicodeEncodeError:
@@ -150,8 +137,7 @@ _PLAIN_CHARACTERS = bytes(range(0x20, 0x7f)) + b"\n"
 
 
 def gro_labels_of_text(text: str) -> dict[str, np.ndarray] | None:
-    """The labels of GRO ``text`` (newlines ``\\n``), or None where MDAnalysis might read it otherwise, or fail
-    (the module's docstring)."""
+    """The labels of GRO ``text`` (newlines ``\n``), or None where MDAnalysis might read it otherwise."""
     try:
         raw = text.encode("ascii")
     except UnicodeEncodeError:
@@ -186,15 +172,12 @@ def gro_labels_of_text(text: str) -> dict[str, np.ndarray] | None:
 
 
 def pdb_labels(path: str) -> dict[str, np.ndarray] | None:
-    """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None: not a PDB by its extension,
-    unreadable here, or a file MDAnalysis might read otherwise (then MDAnalysis reads it)."""
+    """The labels of the PDB file ``path`` (:func:`labels_of_text`), or None where MDAnalysis must read it."""
     return file_labels(path) if os.path.splitext(str(path))[1].lower() in PDB_EXTENSIONS else None
 
 
 def file_labels(path: str) -> dict[str, np.ndarray] | None:
-    """The labels of the PDB or GRO file ``path`` (by its extension: :func:`labels_of_text`,
-    :func:`gro_labels_of_text`), or None: another format, unreadable here, or a file MDAnalysis might read
-    otherwise (then MDAnalysis reads it)."""
+    """The labels of the PDB or GRO file ``path`` (by its extension), or None where MDAnalysis must read it."""
     ext = os.path.splitext(str(path))[1].lower()
     if ext not in PDB_EXTENSIONS + GRO_EXTENSIONS or not _version_known():
         return None
@@ -219,15 +202,13 @@ def file_labels(path: str) -> dict[str, np.ndarray] | None:
     return labels
 
 
-#: The files read last in this process, by their real path, device, inode, size and modification time (their
-#: labels are shared: callers never change them).
+#: The files read last in this process, by their identity (their labels are shared: callers never change them).
 _READ: OrderedDict = OrderedDict()
 _KEPT = 4
 
 
 def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The masses (float64) MDAnalysis's default guesser gives the atoms of :func:`labels_of_text`'s ``labels``,
-    or None where its tables cannot be read here (module's docstring)."""
+    """The masses (float64) MDAnalysis's default guesser gives ``labels``' atoms; None without its tables."""
     tables = _tables()
     if tables is None:
         return None
@@ -245,9 +226,7 @@ def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def read_elements(labels: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The elements MDAnalysis's PDB parser gives the atoms of ``labels`` (each column's value capitalised, blank
-    where that is not an element), or None where it gives none (no element column) or its tables cannot be
-    read here."""
+    """The elements MDAnalysis's PDB parser gives ``labels``' atoms (blank: none), or None (no column or tables)."""
     tables = _tables()
     column = labels["element_column"]
     if tables is None or not _any(column):
@@ -321,8 +300,7 @@ def _tables() -> dict | None:
 
 @functools.cache
 def _version_known() -> bool:
-    """Whether the installed MDAnalysis reads PDB and GRO files by these rules (2.10 or a later 2.x; its version
-    read without importing it)."""
+    """Whether the installed MDAnalysis (read without importing it) reads PDB and GRO by these rules (2.10+, 2.x)."""
     from .selection_cache import mdanalysis_version
 
     found = re.match(r"(\d+)\.(\d+)", mdanalysis_version() or "")

@@ -1,11 +1,8 @@
 """An H5MD file's own atoms as a topology: names, masses, charges and residues stored beside the frames.
 
-trajscale's writers (``ParallelWriter(topology=u)``, ``convert``) store, per
-atom of the particle group, ``name``, ``mass``, ``charge``, ``id`` and the
-residues (``resid``, ``resname``, ``segid``; non-standard H5MD datasets,
-which other readers ignore).  MDAnalysis reads no topology from H5MD (its
-minimal parser gives atoms without names), so such a file is made into a
-Universe here; a file without stored names stays a trajectory-only file.
+trajscale's writers store, per atom of the particle group, ``name``, ``mass``, ``charge``, ``id`` and the
+residues (``resid``, ``resname``, ``segid``; non-standard datasets other readers ignore). MDAnalysis reads no
+topology from H5MD, so such a file is made into a Universe here; one without names stays trajectory-only.
 """
 
 from __future__ import annotations
@@ -46,11 +43,7 @@ def _text(ds) -> np.ndarray:
 
 
 def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
-    """A Universe of the atoms ``path`` stores (None if it stores no names), with ``trajectories`` if given.
-
-    Residues are the runs of consecutive atoms with the same (segid, resid,
-    resname); a file without them holds one residue.
-    """
+    """A Universe of the atoms ``path`` stores (None without names); residues: runs of one (segid, resid, resname)."""
     import MDAnalysis as mda
 
     with h5py.File(path, "r") as f:
@@ -86,8 +79,7 @@ def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
 
 
 def atom_arrays(topology) -> dict | None:
-    """Names, ids, masses, charges, residues (resids, resnames, segids) and species of a Universe/AtomGroup
-    (what it has), for a writer to store beside the frames: the file is then its own topology."""
+    """Names, ids, masses, charges, residues and species of a Universe/AtomGroup, for a writer to store."""
     if topology is None:
         return None
     atoms = topology.atoms

@@ -1,17 +1,13 @@
 """A topology known from its per-atom labels: its ``"protein"`` and ``"all"`` selections answered from them.
 
-A Source that carries its atoms' names, residues and chains as arrays (an mdCATH file's own datasets)
-describes them with :class:`LabelledTopology`: what ``Analysis.prepare`` asks most (the atom count, the
-``"protein"`` selection, the labels an analysis names its features with) is answered from those arrays,
-without MDAnalysis.  Anything else (another selection, masses, the trajectory) is the real Universe's,
-built on first use by the callable the Source gives, as :class:`~.universe.CachedUniverse` builds its own.
+A Source that carries its atoms' labels as arrays (an mdCATH file's datasets) describes them with
+:class:`LabelledTopology`: the atom count, ``"protein"`` and the features' labels are answered from them
+without MDAnalysis; anything else is the real Universe's, built on first use by the Source's callable.
 
-``"protein"`` is MDAnalysis's ``ProteinSelection``: the atoms whose residue name is one of
-:data:`PROTEIN_RESNAMES` (its ``prot_res``; a test keeps the two equal).  :func:`select_from_labels` answers a
-few more as MDAnalysis does: ``"backbone"`` (atoms N, CA, C, O of protein residues), ``name``, ``resname`` and
-``segid`` with plain upper-case values (no wildcards), ``resid`` with plain numbers and ranges (MDAnalysis
-matches them with an empty insertion code, but the first of a range), and those joined by ``and``.
-Anything else (``or``, ``not``, parentheses, wildcards, lower-case words) is MDAnalysis's.
+``"protein"`` is MDAnalysis's ``ProteinSelection`` (:data:`PROTEIN_RESNAMES` is its ``prot_res``; a test keeps
+them equal). :func:`select_from_labels` answers a few more as MDAnalysis does: ``"backbone"``, ``name``,
+``resname`` and ``segid`` with plain upper-case values, ``resid`` with plain numbers and ranges, and those
+joined by ``and``. Anything else (``or``, ``not``, parentheses, wildcards) is MDAnalysis's.
 """
 
 from __future__ import annotations
@@ -50,9 +46,7 @@ _FIELD = {"name": "name", "resname": "resname", "segid": "segid"}
 
 def select_from_labels(labels: dict[str, np.ndarray], selection: str,
                        fields: frozenset = frozenset({"name", "resname", "resid", "segid"})) -> np.ndarray | None:
-    """The indices of the atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None for a
-    selection not answered here (the module's docstring), or one on a label not in ``fields`` (those whose
-    values are MDAnalysis's own)."""
+    """The atoms MDAnalysis's ``select_atoms(selection)`` selects, from ``labels``; None where not answered here."""
     words = selection.split()
     if not words:
         return None
@@ -127,14 +121,12 @@ class LabelledTopology(StandInUniverse):
     filename
         Where the atoms were read (for messages).
     labels
-        ``name``, ``resname``, ``segid`` (str arrays), ``resid`` and ``resindex`` (int64; ``resindex`` numbers
-        the residues 0, 1, ... in atom order, as MDAnalysis's ``resindices``), one value per atom, checked by the
-        caller.
+        ``name``, ``resname``, ``segid`` (str arrays), ``resid`` and ``resindex`` (int64, as MDAnalysis's
+        ``resindices``), one value per atom, checked by the caller.
     build
         Builds the real MDAnalysis Universe of the same atoms, in the same order.
     selectable
-        The labels whose values are the real Universe's own, which selections may name (a Source whose
-        ``segid`` holds its own chains, not MDAnalysis's segments, leaves it out).
+        The labels whose values are the real Universe's own, which selections may name.
     """
 
     def __init__(self, filename: str, labels: dict[str, np.ndarray], build: Callable[[], object],
@@ -169,9 +161,6 @@ class LabelledTopology(StandInUniverse):
             self._answers[selection] = found
         return self._answers[selection]
 
-    def protein_mask(self) -> np.ndarray:
-        """Whether each atom is in MDAnalysis's ``"protein"`` (its residue name is one of :data:`PROTEIN_RESNAMES`)."""
-        return _isin(self.labels["resname"], PROTEIN_RESNAMES)
 
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("labels", "real"):   # (not the Universe's: an error inside, or unset)
@@ -183,8 +172,7 @@ class LabelledTopology(StandInUniverse):
 
 
 class LabelledAtomGroup(StandInAtomGroup):
-    """A selection answered from the labels: ``indices`` and ``n_atoms`` without MDAnalysis; any other attribute
-    is the real AtomGroup's (the Universe is built then)."""
+    """A selection answered from the labels: ``indices`` and ``n_atoms``; anything else is the real AtomGroup's."""
 
     def __init__(self, universe: LabelledTopology, indices: np.ndarray) -> None:
         super().__init__(universe, np.asarray(indices, np.int64))

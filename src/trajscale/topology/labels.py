@@ -1,12 +1,9 @@
 """A topology's per-atom labels (name, resname, resid, residue index, segid, element, mass), kept in the
 selection cache.
 
-What an array of a trajectory labels its atoms with is read once per topology file version (a PDB's or
-GRO's from its columns where they read as MDAnalysis reads them, :mod:`.columns`; else by MDAnalysis): the
-next open of the same file (same path, inode, size, modification time and MDAnalysis version, the
-selection cache's key) reads them from that cache's JSON entry and never imports MDAnalysis. The labels
-have an entry of their own beside the file's selections: they are several times the size of the
-selections (every atom's names as text), and a run that names no feature reads only the selections.
+They are read once per topology file version (:mod:`.columns`, else MDAnalysis); the next open of the same file
+reads them from the selection cache's JSON entry without MDAnalysis. The labels have an entry of their own
+beside the selections: they are several times their size, and a run that names no feature reads no labels.
 """
 
 from __future__ import annotations
@@ -31,17 +28,12 @@ _VERSION = 3
 
 
 def atom_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]]:
-    """The topology's atom count and the labels it has (text as ``str`` arrays), one value per atom.
-
-    ``atoms``: the file's atoms where a Universe of it was built already (read instead of parsing the
-    file again), so that the next run finds them in the cache."""
+    """The topology's atom count and labels, one value per atom; ``atoms``: a built Universe's atoms, read instead."""
     return _kept(str(topology), _ENTRY_KEY, LABELS, atoms)
 
 
 def written_labels(topology: str, atoms=None) -> tuple[int, dict[str, np.ndarray]] | None:
-    """What a writer stores of the topology's atoms beyond their labels (:data:`WRITTEN`: ids, charges,
-    types), as :func:`atom_labels` keeps them, in an entry of their own (a run that names features never
-    reads them); without ``atoms``, only what the cache holds (None: nothing yet, or caching is off)."""
+    """What a writer stores of the atoms beyond their labels (:data:`WRITTEN`); without ``atoms``, only the cache's."""
     return _kept(str(topology), _WRITTEN_KEY, WRITTEN, atoms, parse=False)
 
 
@@ -73,13 +65,10 @@ def _kept(topology: str, part: str, attrs: dict[str, str], atoms, parse: bool = 
 
 def written_atoms(topology: str, select, topology_coordinates: bool) -> tuple[np.ndarray | None, object, int]:
     """What a writer stores of a topology file's atoms: the indices ``select`` picks (None: every atom), those
-    atoms (an MDAnalysis AtomGroup, or :class:`CachedAtoms` with the same arrays), and the topology's atom count.
+    atoms (an AtomGroup, or :class:`CachedAtoms` with the same arrays), and the topology's atom count.
 
-    For a file version whose labels, written arrays and selection the cache holds, nothing is parsed and
-    MDAnalysis is not imported (its import with SciPy's is most of a short convert's start); otherwise the
-    Universe is built (with the topology file's own coordinates if ``topology_coordinates``, for a selection
-    by distance) and what it has is kept for the next writer.
-    """
+    From the cache nothing is parsed and MDAnalysis is not imported; otherwise the Universe is built (with the
+    file's own coordinates if ``topology_coordinates``) and what it has is kept for the next writer."""
     from .load import load_universe
     from .select import select_atoms
     from .universe import CachedUniverse
@@ -98,9 +87,7 @@ def written_atoms(topology: str, select, topology_coordinates: bool) -> tuple[np
 
 
 class CachedAtoms:
-    """Atoms whose arrays came from the cache, under MDAnalysis's AtomGroup names (``names``, ``ids``,
-    ``masses``, ``charges``, ``resids``, ``resnames``, ``segids``, ``types``); one the topology does not have
-    raises AttributeError, as MDAnalysis's NoDataError does (both were read from the same Universe)."""
+    """Atoms whose arrays came from the cache, by AtomGroup names; a missing one raises AttributeError."""
 
     _LABEL_OF = {attr: label for label, attr in {**LABELS, **WRITTEN}.items()}
 
@@ -131,8 +118,7 @@ class CachedAtoms:
 
 
 def _from_columns(topology: str) -> tuple[int, dict[str, np.ndarray]] | None:
-    """The labels of a PDB or GRO file read from its columns, as MDAnalysis's parser and guesser give them
-    (:mod:`.columns`), or None where MDAnalysis must read it."""
+    """The labels of a PDB or GRO file read from its columns (:mod:`.columns`), or None: MDAnalysis must read it."""
     from .columns import file_labels, guessed_masses, read_elements
 
     read = file_labels(topology)
@@ -167,8 +153,7 @@ def _labels_of(atoms, attrs: dict[str, str]) -> tuple[int, dict[str, np.ndarray]
 def _encoded(label: str, values: np.ndarray):
     if label not in TEXT:
         return selection_cache.encode(values, compress=True)
-    # (a text label as its distinct values and each atom's code: a solvated system's 50,000 atoms have a few
-    # hundred names, and a list of every atom's name is most of the record's size and of its reading time)
+    # (a text label as its distinct values and each atom's code: 50,000 atoms have a few hundred names)
     distinct, codes = np.unique(values, return_inverse=True)
     return {"distinct": distinct.tolist(), "codes": selection_cache.encode(codes.astype(np.int32), compress=True)}
 

@@ -20,12 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def trajectory_only_format(path: str) -> str | None:
-    """The format's name if ``path`` is a trajectory-only file (by extension, or HDF5 by its magic bytes).
-
-    The extension is read as MDAnalysis's ``guess_format`` reads it (case-insensitive, under a
-    ``.gz`` or ``.bz2``), without importing MDAnalysis: this check runs before every command. Which formats
-    hold frames only is each format's declared trait (:func:`trajscale.formats.frames_only_format`).
-    """
+    """The format's name if ``path`` holds frames only (by extension as MDAnalysis reads it, or HDF5's magic)."""
     try:
         with open(path, "rb") as fh:
             if fh.read(8) == HDF5_MAGIC:
@@ -41,14 +36,8 @@ def trajectory_only_format(path: str) -> str | None:
 
 
 def load_universe(topology: str, trajectories=(), parsed=None, topology_coordinates: bool = True, **kw):
-    """An MDAnalysis Universe, with MDAnalysis's failures turned into one clear message.
-
-    ``parsed`` is an already parsed MDAnalysis Topology for ``topology``; without
-    it the parse is cached (:mod:`.parsed_cache`). ``topology_coordinates=False``
-    skips reading coordinates from the topology file itself when no trajectory
-    is given (the caller brings its own frames; a TPR is parsed a second time
-    for them).
-    """
+    """An MDAnalysis Universe, failures in one clear message; ``parsed``: an already parsed Topology (else cached);
+    ``topology_coordinates=False`` skips the topology file's coordinates when no trajectory is given."""
     import MDAnalysis as mda
 
     files = [topology, *trajectories]
@@ -91,8 +80,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
             pass
     parsed = parsed_cache.load(topology, kw)
     if parsed is not None:
-        # The entry holds the attributes MDAnalysis guessed (types, masses): guessing
-        # them again costs more than the rest of the load for a large GRO.
+        # the entry holds the guessed attributes: guessing again costs more than the rest of a GRO's load
         u = mda.Universe(parsed, *trajectories, **_without_guessing(kw))
     else:
         # The parser alone: Universe(file) would also read the file's coordinates (a TPR twice).
@@ -110,13 +98,7 @@ def _universe_via_cache(topology: str, trajectories: list, topology_coordinates:
 
 @functools.cache
 def _name_memo_guesser():
-    """MDAnalysis's DefaultGuesser, its per-name lookups memoised: the same values, guessed once per name.
-
-    ``guess_types`` and ``guess_masses`` call ``guess_atom_element`` (regular
-    expressions) and ``get_atom_mass`` once per atom, most of the load of a
-    large GRO that has a few dozen distinct names.  Both are functions of their
-    argument alone, so asking each distinct name once gives MDAnalysis's values.
-    """
+    """MDAnalysis's DefaultGuesser, its pure per-atom lookups memoised per name (most of a large GRO's load)."""
     from MDAnalysis.guesser.default_guesser import DefaultGuesser
 
     class NameMemoGuesser(DefaultGuesser):
@@ -137,7 +119,6 @@ def _name_memo_guesser():
 
 
 def _memo(cache: dict, key, compute):
-    """``cache[key]``, computed by ``compute(key)`` the first time."""
     try:
         return cache[key]
     except KeyError:

@@ -1,23 +1,17 @@
 """A cache of parsed topologies: parse a topology file once, load it in milliseconds after.
 
-MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles
-in a small fraction of that time. In a parallel run that parse is serial work
-on rank 0 or the driver (and per worker for MDAnalysis-read trajectories), so
-it caps the speed-up of every short analysis (Khoshlessan et al. 2020: topology opens were a
-straggler cause). An entry holds the Topology after MDAnalysis guessed its
-missing attributes (a GRO's types and masses, which cost more than the
-parse), so a cached load guesses nothing. Entries are keyed by the file's real path, size and
-modification time and by the MDAnalysis version, written to a temporary name
+MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles in a fraction of that time. In a
+parallel run that parse is serial work, capping every short analysis's speed-up (Khoshlessan et al. 2020). An
+entry holds the Topology after MDAnalysis guessed its missing attributes, so a cached load guesses nothing.
+Entries are keyed by the file's real path, size, mtime and the MDAnalysis version, written to a temporary name
 and renamed, and ignored when they cannot be read.
 
-Location: ``$TRAJSCALE_CACHE_DIR/topologies`` (default
-``$XDG_CACHE_HOME/trajscale/topologies``, ``~/.cache/trajscale/topologies`` without it);
-``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
+Location: ``$TRAJSCALE_CACHE_DIR/topologies`` (default ``$XDG_CACHE_HOME/trajscale/topologies``, else
+``~/.cache/trajscale/topologies``); ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
 
-Loading an entry unpickles it, which can run code: entries are kept as every
-trajscale cache's (:mod:`trajscale.cache_files`: a 0700 folder, never read
-through a link), and a folder or entry that another user owns, or that group
-or others may write, is never loaded (one warning, then the topology is parsed).
+Loading an entry unpickles it, which can run code: entries are kept as every trajscale cache's
+(:mod:`trajscale.cache_files`: a 0700 folder, never read through a link), and one another user owns, or that
+group or others may write, is never loaded (one warning, then the topology is parsed).
 """
 
 from __future__ import annotations
@@ -45,8 +39,7 @@ def cache_dir() -> Path:
 
 
 def caches_enabled() -> bool:
-    """Whether trajscale's topology caches are on (``TRAJSCALE_TOPOLOGY_CACHE`` is not ``0``): the parsed
-    topologies, the selections, and what stands for a topology file (an mdCATH file's atoms and layouts)."""
+    """Whether trajscale's topology caches are on (``TRAJSCALE_TOPOLOGY_CACHE`` is not ``0``)."""
     return os.environ.get("TRAJSCALE_TOPOLOGY_CACHE", "1").lower() not in ("0", "no", "false", "off")
 
 

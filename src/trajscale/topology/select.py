@@ -12,11 +12,7 @@ NAMED_TOPOLOGIES = "TPR, PSF, GRO, PDB, PQR, MOL2, PRMTOP, CRD"
 
 
 def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection"):
-    """``atoms.select_atoms`` with empty or invalid selections as clear errors.
-
-    ``atoms`` is a Universe or an AtomGroup (which selects among its own atoms);
-    several strings are joined in order, as ``select_atoms(sel, *othersel)`` does.
-    """
+    """``atoms.select_atoms`` with empty or invalid selections as clear errors; several strings joined in order."""
     strings = (selection,) if isinstance(selection, str) else tuple(selection)
     shown = repr(selection if isinstance(selection, str) else list(strings))
     try:

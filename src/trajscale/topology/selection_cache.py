@@ -1,29 +1,20 @@
 """A cache of atom selections: a run whose topology and selections were seen before needs no MDAnalysis.
 
-Importing MDAnalysis is a large part of a short run (SciPy is most of it) and thousands of file
-system calls; with the topology parsed and cached (:mod:`.parsed_cache`) that
-import was the larger part of a short run's start.  What an analysis's
-``prepare`` asks of a topology is, for a selection string, the selected atoms'
-indices and masses, and the topology's atom count.  This cache keeps them, so
-the next run on the same topology file answers from one small JSON file.
+Importing MDAnalysis (SciPy most of it) is the larger part of a short run's start once the topology is parsed
+and cached. What ``prepare`` asks of a topology is, per selection string, the selected atoms' indices and
+masses, and the atom count: this cache keeps them in one small JSON file per topology.
 
-An entry is keyed, like a parsed topology, by the topology file's real path,
-device, inode, size and modification time, the Universe's keyword arguments
-and the MDAnalysis version (read from MDAnalysis's ``version.py`` without
-importing it): a changed or replaced file, or another MDAnalysis, is another
-key, and the stored key is compared in full when an entry is read.
+An entry is keyed by the topology file's real path, device, inode, size and mtime, the Universe's keyword
+arguments and the MDAnalysis version (read from its ``version.py`` without importing it); the stored key is
+compared in full when an entry is read.
 
-Selections that depend on coordinates (``around``, ``point``, ``sphzone``,
-``sphlayer``, ``isolayer``, ``cyzone``, ``cylayer``, ``prop``, ``same x as``)
-or on another library (``smarts``, ``aromatic``) are never cached: they are
-evaluated by MDAnalysis on the trajectory's first frame every time.
+Selections that depend on coordinates (``around``, ``point``, ``sphzone``, ``sphlayer``, ``isolayer``,
+``cyzone``, ``cylayer``, ``prop``, ``same x as``) or on another library (``smarts``, ``aromatic``) are never
+cached: MDAnalysis evaluates them on the first frame every time.
 
-Location: ``$TRAJSCALE_CACHE_DIR/selections`` (default
-``~/.cache/trajscale/selections``), kept as every trajscale cache's
-(:mod:`trajscale.cache_files`): a 0700 folder, entries that another user owns
-or others may write are ignored (one warning), and
-``TRAJSCALE_TOPOLOGY_CACHE=0`` turns both caches off.  Entries are JSON (no
-pickles: reading one runs no code).
+Location: ``$TRAJSCALE_CACHE_DIR/selections`` (default ``~/.cache/trajscale/selections``), kept as every
+trajscale cache's (:mod:`trajscale.cache_files`); ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns both caches off. Entries
+are JSON (reading one runs no code).
 """
 
 from __future__ import annotations
@@ -46,9 +37,7 @@ from . import parsed_cache
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-# Least recently used entries beyond these are removed. An ensemble's members may each have a topology
-# of their own: an entry is a few kB for a protein's selections, so thousands are kept (a run over more
-# distinct topologies than the cache holds would parse every one of them again on every run).
+# LRU entries beyond these are removed; a few kB each, thousands kept (an ensemble's members' topologies).
 MAX_ENTRIES = 8192
 MAX_BYTES = 256 * 2**20
 
@@ -98,10 +87,7 @@ def cache_dir() -> Path:
 
 
 def entry_key(topology: str, kw: dict, part: str | None = None) -> dict | None:
-    """What an entry for ``topology`` must match, or None when nothing may be cached.
-
-    ``part`` names an entry kept apart from the file's selections (its atoms' labels), read only by
-    what asks for it."""
+    """What an entry for ``topology`` must match, or None if nothing may be cached; ``part``: an entry kept apart."""
     version = mdanalysis_version()
     ident = file_identity([topology])[0]
     if version is None or len(ident) == 1:   # no MDAnalysis, or the file cannot be stat-ed

@@ -49,8 +49,7 @@ class StandInUniverse:
 
 
 class StandInAtomGroup:
-    """A selection as ``indices`` and ``n_atoms``; any other attribute is the real AtomGroup's (the Universe
-    is built then). A subclass's ``__getattr__`` names what is its own, never the real group's."""
+    """A selection as ``indices`` and ``n_atoms``; any other attribute is the real AtomGroup's (built then)."""
 
     def __init__(self, universe: StandInUniverse, indices: np.ndarray) -> None:
         self.universe = universe

@@ -1,19 +1,13 @@
 """A stand-in for a topology's MDAnalysis Universe that answers selections from the selection cache.
 
-``Analysis.prepare`` asks a topology for selections and, of each selected
-group, its ``indices``, ``n_atoms`` and ``masses``; ``trajscale.run`` asks for
-the topology's atom count.  :class:`CachedUniverse` answers those from
-:mod:`.selection_cache` when the same topology file, MDAnalysis version and
-selection were seen before, so such a run never imports MDAnalysis (nor SciPy).
-Anything else - a selection not yet cached, one that depends on coordinates,
-any other attribute - builds the real Universe (the trajectory's first frame
-loaded, as before) and is answered by it; cacheable selections it evaluates
-are recorded for the next run.
+``Analysis.prepare`` asks a topology for selections and their ``indices``, ``n_atoms`` and ``masses``;
+``trajscale.run`` for the atom count. :class:`CachedUniverse` answers those from :mod:`.selection_cache` when
+seen before, so such a run never imports MDAnalysis. Anything else builds the real Universe (with the first
+frame) and is answered by it; cacheable selections it evaluates are recorded for the next run.
 
-A PDB or GRO file not yet in the cache is first read by :func:`.columns.file_labels` (its fixed columns, as
-MDAnalysis's parsers read them): its atom count and the selections :func:`.labelled.select_from_labels` answers need no
-MDAnalysis either, and are recorded as MDAnalysis's answers are, with the masses MDAnalysis's guesser gives
-(:func:`.columns.guessed_masses`, from its own tables).
+A PDB or GRO file not yet cached is first read by :func:`.columns.file_labels`: its atom count and the
+selections :func:`.labelled.select_from_labels` answers need no MDAnalysis either, and are recorded with the
+masses MDAnalysis's guesser gives (:func:`.columns.guessed_masses`).
 """
 
 from __future__ import annotations
@@ -54,8 +48,7 @@ class CachedUniverse(StandInUniverse):
         self._kw = dict(kw or {})
         key = selection_cache.entry_key(topology, kw or {}) if parsed_cache.caches_enabled() else None
         self._entry = selection_cache.load(key) if key is not None else None
-        # The entry's arrays decoded once: the members of an ensemble that share this topology ask it the
-        # same selections, each member a copy (decoding base64 again was most of a member's preparation).
+        # the entry's arrays decoded once: an ensemble's members sharing this topology ask the same selections
         self._arrays: dict[tuple[str, str], np.ndarray | None] = {}
         self._labels: dict[str, np.ndarray] | None | bool = False   # (False: not read yet)
         self._guessed: np.ndarray | None | bool = False
@@ -63,15 +56,13 @@ class CachedUniverse(StandInUniverse):
             self._entry["n_atoms"] = len(self.read_labels()["name"])
 
     def read_labels(self) -> dict[str, np.ndarray] | None:
-        """The file's per-atom labels read from its text where it is a PDB or GRO MDAnalysis reads as they are
-        read here (:func:`.columns.file_labels`), else None; read once."""
+        """The file's per-atom labels from its text (a PDB or GRO read as MDAnalysis reads it), else None; read once."""
         if self._labels is False:   # (keyword arguments, such as another format, are MDAnalysis's to apply)
             self._labels = file_labels(self.filename) if self._real is None and not self._kw else None
         return self._labels
 
     def label_masses(self) -> np.ndarray | None:
-        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once the real
-        Universe is built); computed once."""
+        """Every atom's mass as MDAnalysis guesses it, from the labels (None without them, or once built)."""
         labels = self.read_labels() if self._real is None else None
         if labels is None:
             return None
@@ -127,8 +118,7 @@ class CachedUniverse(StandInUniverse):
         selection_cache.store(self._entry)
 
     def _array(self, key: str, field: str) -> np.ndarray | None:
-        """Selection ``key``'s stored ``field`` (a copy of the array decoded once), or None when it is missing
-        or damaged."""
+        """Selection ``key``'s stored ``field`` (a copy), or None when it is missing or damaged."""
         if (key, field) not in self._arrays:
             rec = self._entry["selections"].get(key) or {}
             self._arrays[key, field] = _decoded(rec.get(field))
@@ -145,10 +135,7 @@ class CachedUniverse(StandInUniverse):
 
 
 class CachedAtomGroup(StandInAtomGroup):
-    """A selection served from the cache: ``indices``, ``n_atoms`` and ``masses`` without MDAnalysis.
-
-    Any other attribute is the real AtomGroup's (the Universe is built then).
-    """
+    """A selection from the cache: ``indices``, ``n_atoms``, ``masses``; anything else is the real AtomGroup's."""
 
     def __init__(self, universe: CachedUniverse, indices: np.ndarray, masses: np.ndarray | None, key: str) -> None:
         super().__init__(universe, indices)

@@ -16,8 +16,7 @@ from ..sources.follow import DONE_SUFFIX, Snapshot
 
 
 def complete_offsets(path: str, fmt: str):
-    """``(n_atoms, offsets, complete_bytes)`` of the frames of an XTC/TRR whose bytes are all in the file now;
-    ``complete_bytes`` is where the last whole frame ends."""
+    """``(n_atoms, offsets, complete_bytes)`` of an XTC/TRR's frames whose bytes are all in the file now."""
     from ._xdr import XDRFormatError, scan_growing
 
     try:
@@ -28,8 +27,7 @@ def complete_offsets(path: str, fmt: str):
 
 def snapshot(path: str, fmt: str, topology=None, group: str | None = None,
              assume_units: str | None = None) -> Snapshot:
-    """The file's whole frames now (:attr:`~trajscale.sources.base.Source.snapshots` of
-    :class:`~.source.XDRSource`); ``topology``, ``group`` and ``assume_units`` are not needed here."""
+    """The file's whole frames now (``XDRSource``'s ``snapshots``); ``topology``, ``group``, ``assume_units`` unused."""
     from ._xdr import XDRFormatError, scan_growing
     from .source import XDRSource
 

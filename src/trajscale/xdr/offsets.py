@@ -1,21 +1,16 @@
 """The frame offsets index of an XTC or TRR: every frame's byte offset, found once from the frames' headers.
 
-An XTC/TRR has no index of its own: a frame is found by reading every header before it. The process that
-prepares a job scans the headers once (no coordinates decoded; every header field the decoder uses is
-checked, :mod:`._xdr`) and ships the offsets in the Source's config (:func:`encode_offsets`: 8 bytes a
-frame), so a worker seeks straight to its frames and never rebuilds them, nor reads or writes
-MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al.
-2020). The offsets come, in this order of preference, from
+An XTC/TRR has no index of its own: a frame is found by reading every header before it. The preparing process
+scans the headers once (no coordinates decoded; every field checked) and ships the offsets in the Source's
+config (:func:`encode_offsets`: 8 bytes a frame), so a worker never rebuilds them, nor touches MDAnalysis's
+``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al. 2020). The offsets come,
+in this order, from
 
-* the segment index that ``trajscale index`` wrote beside the parts (its segments' ``offsets``);
-* trajscale's cache, where the bytes are costly to read again (an object behind a URL: keyed by its
-  URL, ETag and size, under ``offsets/`` of trajscale's cache folder, ``~/.cache/trajscale`` by default;
-  a replaced object has another ETag, so its stale entry is never used);
-* one scan of the headers (:func:`index`), through what the file's byte store offers
-  (:func:`~trajscale.storage.files.as_file`): a local file by its path, an object through a
-  caching file object of :data:`SCAN_BLOCK_BYTES` blocks (a few large requests, never one per header).
-  Only a clean scan (no damage, no cut-short last frame) is kept, so ``--strict`` is never answered from
-  a lenient scan's entry.
+* the segment index that ``trajscale index`` wrote beside the parts;
+* trajscale's cache, for an object behind a URL (keyed by URL, ETag and size under ``offsets/``);
+* one scan of the headers (:func:`index`): a local file by its path, an object through a caching file object
+  of :data:`SCAN_BLOCK_BYTES` blocks. Only a clean scan is kept, so ``--strict`` is never answered from a
+  lenient scan's entry.
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ from ..errors import InputFileError
 
 log = logging.getLogger(__name__)
 
-#: Block size of the caching file object a header scan of an object reads through: the scan reads the whole
-#: object in order, so few large requests (a 100 MB XTC: 13 requests).
+#: Block size of the caching file object a header scan of an object reads through (a 100 MB XTC: 13 requests).
 SCAN_BLOCK_BYTES = 8 * 1024**2
 #: Block size when only the first frame's header is read (a shipped TRR's fields): the object's first block.
 HEAD_BLOCK_BYTES = 256 * 1024
@@ -45,8 +39,7 @@ CACHE_VERSION = 2
 
 
 def encode_offsets(offsets) -> str:
-    """Frame offsets as one JSON-plain string (base64 of little-endian int64): 8 bytes a frame in a
-    config, where a list of Python ints costs ~36, and cheap to pickle for every task."""
+    """Frame offsets as one JSON-plain string (base64 of little-endian int64): 8 bytes a frame, not ~36."""
     return base64.b64encode(np.asarray(offsets, dtype="<i8").tobytes()).decode("ascii")
 
 
@@ -68,15 +61,13 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-#: Whether a cut-short last XTC/TRR frame is refused when the caller does not say (``strict=None``):
-#: the CLI's ``--strict`` sets it for the command it runs (:func:`refuse_partial_frames`).
+#: Whether a cut-short last frame is refused when the caller does not say (the CLI's ``--strict`` sets it).
 _STRICT = contextvars.ContextVar("trajscale_strict_parts", default=False)
 
 
 @contextlib.contextmanager
 def refuse_partial_frames(strict: bool = True):
-    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or read
-    without that frame, with a warning (``False``), wherever a part is opened without ``strict=``."""
+    """Within the block, a part whose last frame is cut short is refused (``strict=True``) or left out (False)."""
     token = _STRICT.set(bool(strict))
     try:
         yield
@@ -101,19 +92,13 @@ def _name(path) -> str:
 
 def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
          damaged: list | None = None) -> tuple:
-    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR from its frames' headers (no
-    coordinates read); ``first_only``: the first frame's, for a worker that was shipped the offsets.
+    """``(n_atoms, offsets, fields, steps, times)`` of an XTC/TRR (a path or a binary file-like object) from its
+    frames' headers; ``first_only``: the first frame's, for a worker that was shipped the offsets.
 
-    ``path`` is a path or a binary file-like object (``seek``/``tell``/``read``: an object in a
-    remote byte store), so one scan builds the offsets index wherever the bytes are.
-
-    A last frame cut short (a simulation killed while writing it) is left out with one warning
-    naming the file, the frame and its bytes; damage after some whole frames (bytes that start
-    no frame where one should start, a header no writer writes) ends the trajectory at the last
-    whole frame before it, with one warning naming the frame and the byte. Either is appended to
-    ``damaged`` (damage as its description, a cut-short last frame as None), so a caller tells a clean
-    scan from one that left frames out. ``strict`` (default: the process's, see
-    :func:`refuse_partial_frames`) refuses the file instead, in both cases."""
+    A last frame cut short is left out with one warning naming the file, frame and bytes; damage after whole
+    frames ends the trajectory at the last whole frame, with one warning naming frame and byte. Either is
+    appended to ``damaged`` (damage's description, or None for a cut-short frame). ``strict`` (default:
+    :func:`refuse_partial_frames`) refuses the file instead."""
     from ._xdr import XDRFormatError, scan_trr, scan_xtc
 
     strict = _STRICT.get() if strict is None else strict
@@ -153,12 +138,8 @@ def scan(path, fmt: str, first_only: bool = False, strict: bool | None = None,
 
 
 def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
-    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR whose bytes ``store`` holds,
-    read through ``view``, the store's :class:`~trajscale.storage.files.FileView` (made here when not given:
-    the index is where a Source's reading of the file starts, and the Source reads its frames through the
-    same view): from trajscale's cache where the view keeps scans (an object behind a URL), else from one
-    scan of its headers, then kept there. ``damaged``: why its frames end early (damage after whole
-    frames), or None."""
+    """``(view, n_atoms, offsets, fields, steps, times, damaged)`` of the XTC/TRR in ``store``, through ``view``:
+    from the cache where the view keeps scans, else one scan, then kept."""
     from ..storage.files import as_file
 
     made, view = view is None, view or as_file(store)
@@ -186,14 +167,12 @@ def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
 
 
 def first_frame(view, fmt: str) -> tuple:
-    """``(n_atoms, offsets, fields, steps, times)`` of the first frame only (a TRR's fields, for a reader that
-    was shipped the offsets)."""
+    """``(n_atoms, offsets, fields, steps, times)`` of the first frame only, for a reader shipped the offsets."""
     return scan(view.scan_source(HEAD_BLOCK_BYTES), fmt, first_only=True)
 
 
 def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
-    """The kept scan of the bytes ``identity`` names (``n_atoms``, ``offsets``, ``fields``, ``steps``,
-    ``times``), None when the view keeps none for them (or keeps nothing)."""
+    """The kept scan of the bytes ``identity`` names, None when the view keeps none for them."""
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:   # (a file at hand: scanned, no cache and none of its remote machinery imported)
         return None
@@ -218,8 +197,7 @@ def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
 
 
 def _save(view, fmt: str, identity: tuple, found: dict) -> None:
-    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans
-    (:mod:`trajscale.storage.cache`: atomically, the user's only; skipped when it cannot be written)."""
+    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans (skipped if unwritable)."""
     path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
     if path is None:
         return
@@ -249,13 +227,8 @@ def frame_spans(offsets: np.ndarray, size: int, frames: np.ndarray) -> list[tupl
 
 
 def scan_part(path, strict: bool | None = None) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR from its frame headers
-    (no coordinates read). A cut-short last frame, or damage after whole frames, is left out with a
-    warning, or refused with ``strict`` (default: :func:`refuse_partial_frames`'s setting).
-
-    ``path`` may be a binary file-like object (``seek``/``tell``/``read``) holding an XTC or a TRR,
-    as a remote byte store hands one out: the offsets index is the same scan, with the same checks,
-    wherever the bytes are (``"path"`` is then the object's ``name``)."""
+    """``{"path", "format", "n_frames", "n_atoms", "offsets"}`` of an XTC/TRR (a path, or a binary file-like
+    object: ``"path"`` is then its ``name``) from its frame headers, as :func:`scan` checks them."""
     from pathlib import Path
 
     from ..sources.base import file_head

@@ -1,13 +1,9 @@
 """One XTC or TRR file, opened without a Universe: a trajectory, or a part of a chain.
 
-Frames are found by the offsets index (:mod:`.offsets`: scanned once by the process preparing a job and
-shipped in the source's config) and read by :mod:`._xdr`, the xdrfile C library that MDAnalysis's readers
-use, compiled into trajscale: the same bits, without importing MDAnalysis; only the selected atoms are
-copied into the block. The file's bytes are read through its byte store
-(:func:`~trajscale.storage.opener.open_bytes`: a local file, or an object behind a URL), as the file the
-store offers (:func:`~trajscale.storage.files.as_file`): the offsets index and the frame
-reader are the same code for both. Other formats MDAnalysis reads (DCD, NetCDF, ...) are read one file at
-a time by :class:`~trajscale.mdareaders.part.MDAPartSource`.
+Frames are found by the offsets index (:mod:`.offsets`) and read by :mod:`._xdr`, the xdrfile C library that
+MDAnalysis's readers use, compiled in: the same bits without importing MDAnalysis. The bytes are read through
+the file the store offers (:func:`~trajscale.storage.files.as_file`), local or remote alike. Other formats
+MDAnalysis reads are read by :class:`~trajscale.mdareaders.part.MDAPartSource`.
 """
 
 from __future__ import annotations
@@ -39,13 +35,11 @@ from .traits import XDR
 XDR_FORMATS = ("XTC", "TRR")
 #: Bytes of a file's head that tell XTC from TRR (the magic number; a TRR's version string).
 HEAD_BYTES = 24
-#: How another process opens the bytes of an object (:meth:`~trajscale.storage.bytestore.ByteStore.state`),
-#: in :func:`~trajscale.storage.opener.open_bytes`' order.
+#: How another process opens an object's bytes (``ByteStore.state``), in ``open_bytes``' order.
 STORE_STATE = ("storage_options", "identity", "round_trip")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
-#: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``), known without
-#: importing MDAnalysis.
+#: The units XTC and TRR store (MDAnalysis's ``XTCReader.units``, ``TRRReader.units``).
 XDR_UNITS = {"XTC": {"time": "ps", "length": "nm"},
              "TRR": {"time": "ps", "length": "nm", "velocity": "nm/ps", "force": "kJ/(mol*nm)"}}
 
@@ -68,21 +62,17 @@ class XDRSource(OneFileSource):
     n_atoms
         Atoms per frame, if known (checked against the file).
     offsets
-        Byte offset of every frame, as :func:`~.offsets.scan_part` found them
-        (:func:`~.offsets.encode_offsets`' string or an array); None: the offsets index
-        (:func:`~.offsets.index`: the kept scan of an object, else one scan).
+        Byte offset of every frame (:func:`~.offsets.encode_offsets`' string or an array); None:
+        :func:`~.offsets.index`.
     format
         ``"XTC"`` or ``"TRR"`` (default: from the file's magic number, else its extension).
     strict
-        A last frame cut short: refused (True) or left out with a warning
-        (False); None: :func:`~.offsets.refuse_partial_frames`'s setting.
+        A last frame cut short: refused (True) or left out with a warning (False); None: the process's setting.
     store
-        The file's bytes, opened already (the format registry's store: read through, and closed with the
-        Source); None: opened here from ``path``.
+        The file's bytes, opened already by the registry (read through, closed with the Source).
     **state
-        For a URL (:data:`STORE_STATE`): ``storage_options``, the options it is read with (default: the
-        run's), the object's ``identity`` (ETag, size) and the shortest ``round_trip`` the preparing process
-        saw (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
+        For a URL (:data:`STORE_STATE`): ``storage_options``, the object's ``identity`` and the preparing
+        process's ``round_trip`` (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
     """
 
     kind = "xdr"
@@ -141,8 +131,7 @@ class XDRSource(OneFileSource):
         if len(self._offsets) and int(self._offsets[-1]) >= self._store.size:
             raise InputFileError(self._path, f"its frame offsets reach byte {int(self._offsets[-1])}, past its "
                                              f"{self._store.size} bytes: it is not the file they were found in")
-        # Only a complete frame vouches for its header's atom count (the scan bounds it by the frame's
-        # bytes): a decoder, and its buffer of that many atoms, is made only to read frames.
+        # only a complete frame vouches for its header's atom count: a decoder (and its buffer) is made to read
         self._n_atoms, self._n_frames = n_found, len(self._offsets)
         self._open = _decoder(self._format, self._n_atoms)
         if n_atoms is not None and int(n_atoms) != self._n_atoms:
@@ -151,8 +140,7 @@ class XDRSource(OneFileSource):
 
     @property
     def store(self):
-        """The file's bytes (a :class:`~trajscale.storage.bytestore.ByteStore`: a local file or an object behind a
-        URL), what the offsets index and the frame reader read."""
+        """The file's bytes (a :class:`~trajscale.storage.bytestore.ByteStore`), which the index and the reader read."""
         return self._store
 
     @classmethod
@@ -167,8 +155,7 @@ class XDRSource(OneFileSource):
                    **(request.shipped or {}))   # (an object's options and identity)
 
     def remote_state(self) -> dict | None:
-        """What another process opens the file's bytes with, without a request (an object's options, identity
-        and round trip), for a segment index to ship with the part; None for a local file."""
+        """What another process opens the file's bytes with, without a request (shipped per part); None if local."""
         return self._store.state()
 
     @property
@@ -188,13 +175,11 @@ class XDRSource(OneFileSource):
         return config
 
     def remote_stats(self) -> dict | None:
-        """What reading this source's bytes cost over the network (requests, bytes, wait_s, retries); None for
-        a local file."""
+        """Network cost of this source's reads (requests, bytes, wait_s, retries); None for a local file."""
         return self._store.fetched()
 
     def step_time(self, frame: int) -> tuple[int, float]:
-        """An XTC frame's step and time from its header (XDR: magic, natoms, step, time), no coordinates
-        decoded: joining 10,000 parts reads a few per part."""
+        """An XTC frame's step and time from its header, no coordinates decoded (joining parts reads a few per part)."""
         if self._format != "XTC":
             return super().step_time(frame)
         self.check_range(frame, frame + 1)
@@ -209,8 +194,7 @@ class XDRSource(OneFileSource):
 
     def read_into(self, start: int, stop: int, atoms: np.ndarray | None, stride: int,
                   out: dict[str, np.ndarray], box: np.ndarray, time: np.ndarray, step: np.ndarray) -> None:
-        """Frames read by the compiled xdrfile from the file the byte store offers, the GIL released; units
-        (nm -> Å, ...) applied to the selected atoms only, as they are copied out of the frame."""
+        """Frames read by the compiled xdrfile, the GIL released; units applied to the selected atoms as copied out."""
         from ._xdr import XDRFormatError
 
         sel = None if atoms is None else np.asarray(atoms, dtype=np.intp)
