@@ -1,10 +1,22 @@
 """The run engine: every run of an analysis is rounds of tasks on one executor.
 
-A finished trajectory is one round (:class:`FinishedRounds`); a growing trajectory or an IMD stream a round per
-batch of new frames (:mod:`trajscale.follow`).  Only what decides the next round differs (a :class:`Rounds`); the
-engine does the rest for every kind: the executor's lifetime, :func:`share`, :func:`prepare_job` and the one report.
-Phases are named as MDAnalysis's ``AnalysisBase.run`` names them: :meth:`Engine.prepare` (``_setup_frames``),
-:meth:`Engine.rounds_until_end` (``_compute``), :meth:`Engine.result` (``_conclude``)."""
+A finished trajectory is one round (:class:`FinishedRounds`); a trajectory still being written is a round per look
+that finds new frames, and an IMD stream a round as its frames arrive (:mod:`trajscale.follow`). What differs between
+kinds of run is only what decides the next round (a :class:`Rounds`); the engine does the rest, the same way for
+every kind:
+
+* the executor's lifetime: made (``"auto"`` chosen from the prepared job's size and its analysis's declared work),
+  started while the job is prepared (``auto``'s pool after it, never by fork), stopped at once on an error, Ctrl-C
+  or SIGTERM, closed at the end;
+* "the root prepares, then shares": :func:`share` runs a step on the root process and hands its value to every
+  process, or ends every process with the root's error, said once;
+* the job's preparation (:func:`prepare_job`): the topology, the analysis's selections and reference, the read
+  budget, and the :class:`~trajscale.runspec.JobFacts` the plan and the report read;
+* the one report, with its :class:`~trajscale.report.runfacts.RunFacts`.
+
+Phases are named as MDAnalysis's ``AnalysisBase.run`` names ``_setup_frames``, ``_compute`` and ``_conclude``:
+:meth:`Engine.prepare`, :meth:`Engine.rounds_until_end`, :meth:`Engine.result`.
+"""
 
 from __future__ import annotations
 

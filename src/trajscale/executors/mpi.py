@@ -1,10 +1,18 @@
 """SPMD execution under ``mpiexec``/``srun``: every rank reads its own frames.
 
-No master/worker split: rank 0 prepares the Job and :meth:`MPIExecutor.broadcast` hands it to every rank; rank
-``r`` runs the contiguous tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, one contiguous region of the file.  Per-frame
-partials come home with ``Gatherv`` of raw NumPy buffers (no pickles); accumulating ones are reduced per rank first.
-An exception on any rank prints one line and aborts the job (``MPI_Abort``), so no rank hangs in a collective; a
-stop signal is no failure: the ranks agree on it after their tasks and exit as a signalled command does."""
+There is no master/worker split. Rank 0 alone loads the topology and prepares the Job (``trajscale.run`` does that);
+:meth:`MPIExecutor.broadcast` hands it to every rank. All ranks compute the same task list; rank ``r`` runs the
+contiguous group of tasks ``[ceil(r*k/N), ceil((r+1)*k/N))``, so it reads one contiguous region of the file.
+Per-frame partials come home to rank 0 with ``Gatherv`` of raw NumPy buffers (no pickles), in frame order;
+accumulating partials are reduced on each rank, gathered and reduced again on rank 0.
+
+An exception on any rank prints one line naming the rank and its frames and aborts the whole job (``MPI_Abort``): a
+rank waiting in a collective never hangs. A stop signal is not a failure: SIGTERM (``scancel``, a time limit) or
+Ctrl-C is recorded on the rank it reaches, each rank ends its tasks at the next task boundary, and the ranks agree on
+it in the collective that ends the tasks; every rank then exits as a signalled command does (143 for SIGTERM), with
+no abort. Before the job is shared, rank 0 owes the other ranks that share (:func:`trajscale.sharing.owe_first_share`):
+a stop signal while it prepares is what it shares.
+"""
 
 from __future__ import annotations
 

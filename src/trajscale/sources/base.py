@@ -69,7 +69,8 @@ class OpenRequest:
     offsets: str | None = None
     #: The format's name when the caller knows it (a segment index records it): not guessed again.
     format: str | None = None
-    #: A part behind a URL: what the preparing process looked up of it (:meth:`~.h5md.H5MDSource.remote_state`).
+    #: A part behind a URL: what the preparing process looked up of it (:meth:`~.h5md.H5MDSource.remote_state`),
+    #: so that a worker opens and reads it without walking its metadata over the network.
     shipped: dict | None = None
     #: The file's bytes, opened already by the registry: the Source reads through it and closes it. Never shipped.
     store: object = None

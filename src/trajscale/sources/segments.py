@@ -297,7 +297,8 @@ class SegmentedSource(Source):
 
     def _look_up_remote_parts(self) -> None:
         """Each part behind a URL is opened here once and what it found (``remote_state``) travels with the segment,
-        metadata up to :data:`SHIP_PARTS_BYTES` in all."""
+        metadata up to :data:`SHIP_PARTS_BYTES` in all: a worker then reads the part without walking its metadata
+        or B-tree over the network, and without a request for its identity (every range request checks it)."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
             if seg.get("remote") is not None or not Location(self.segment_path(i)).worker_modules():
