@@ -50,8 +50,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trajscale.ml.pack import _read_header
-
 
 def make_npz(workdir: Path, n_files: int, per_file: int, width: int) -> list[str]:
     workdir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +99,9 @@ def _npz_member_offset(path: str, member: str = "x.npy") -> tuple[int, tuple, np
         fh.seek(info.header_offset + 26)
         name_len, extra_len = np.frombuffer(fh.read(4), "<u2")
         fh.seek(info.header_offset + 30 + int(name_len) + int(extra_len))
-        version = np.lib.format.read_magic(fh)
-        shape, _, dtype = _read_header(fh, version)
+        fmt = np.lib.format
+        read = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read(fh)
         return fh.tell(), shape, dtype
 
 

@@ -310,6 +310,33 @@ def test_a_reopen_that_meets_the_writer_mid_flush_is_tried_again(tmp_path, adk_v
         np.testing.assert_allclose(block.positions, f["particles/all/position/value"][0:3], rtol=1e-6)
 
 
+def test_a_growing_file_rewritten_in_place_is_read_as_it_is_now(tmp_path, adk_vacuum_h5md):
+    """A writer fills the rows it reserved and rewrites the metadata in place, at the same size: the growing
+    file's reads go on (a finished file's would be refused as rewritten). Another file under the name is the
+    follower's to notice (its look compares the inode first seen)."""
+    import shutil
+
+    import h5py
+
+    from trajscale.h5md.follow import GrowingH5MDSource
+
+    path = tmp_path / "growing.h5md"
+    shutil.copy(adk_vacuum_h5md, path)
+    src = GrowingH5MDSource(str(path))
+    try:
+        head = src.store.first_bytes(64)
+        with open(path, "r+b") as f:   # the same bytes written again: the same size, a later modification time
+            f.write(head)
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        assert src.store.read_ranges([(0, 64)]) == [head]
+        block = src.read(0, 3)
+        with h5py.File(adk_vacuum_h5md) as f:
+            np.testing.assert_allclose(block.positions, f["particles/all/position/value"][0:3], rtol=1e-6)
+    finally:
+        src.close()
+
+
 def test_the_childrens_data_paths_are_mdanalysistests_own():
     """tests/datafiles.py (the paths the producers and MPI scripts use without importing MDAnalysis) names the
     files ``MDAnalysisTests.datafiles`` names."""

@@ -114,6 +114,24 @@ def test_damage_in_a_growing_file_is_still_refused(tmp_path, fmt):
         _xdr.scan_growing(str(junk), fmt.upper())
 
 
+def test_a_file_backed_up_right_after_its_scan_is_looked_at_again(tmp_path, monkeypatch):
+    """``gmx mdrun`` starting a new run renames the file (``#traj.xtc.1#``) before it writes its successor: a
+    look whose scan found the file, and whose next step finds no file, is "look again" (InputFileError), which
+    the follower takes as no news, not a traceback."""
+    traj = tmp_path / "traj.xtc"
+    _write_with_mdanalysis(traj, n_frames=3)
+    scan = _xdr.scan_growing
+
+    def scan_then_backed_up(path, fmt):
+        found = scan(path, fmt)
+        Path(path).rename(tmp_path / "#traj.xtc.1#")   # the writer, between this look's two steps
+        return found
+
+    monkeypatch.setattr(_xdr, "scan_growing", scan_then_backed_up)
+    with pytest.raises(InputFileError, match="moved or removed while it was read"):
+        snapshot(str(traj))
+
+
 @pytest.mark.cli
 def test_xtc_written_by_mdanalysis_while_followed_equals_the_finished_file(tmp_path):
     """MDAnalysis's XTCWriter in another process, a frame every 20 ms, then ``TRAJ.done``; it holds after

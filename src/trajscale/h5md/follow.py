@@ -40,11 +40,14 @@ class GrowingH5MDSource(H5MDSource):
         for wait in RETRY_WAITS:
             try:
                 H5MDSource.__init__(self, **config)
-                return
+                break
             except MID_FLUSH as exc:
                 log.debug("%s: opened while the writer flushed (%s); again in %g s", config["path"], exc, wait)
             time.sleep(wait)
-        H5MDSource.__init__(self, **config)
+        else:
+            H5MDSource.__init__(self, **config)
+        # the writer fills reserved rows and rewrites metadata in place, at the same size: still this file
+        self.store.being_written()
 
     def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
         for wait in RETRY_WAITS:

@@ -89,6 +89,11 @@ class ByteStore(ABC):
         """A descriptor that ``pread`` reads these bytes from, open until :meth:`close`; None if not a local file."""
         return None
 
+    def being_written(self) -> None:  # noqa: B027 - an object behind a URL is never rewritten in place
+        """These bytes are a file a writer still appends to and updates in place (a followed H5MD file, whose
+        rows and metadata the writer rewrites at the same size): from now on only another file under the name,
+        or one that shrank, is refused."""
+
     def close(self) -> None:  # noqa: B027 - a store that holds nothing open closes nothing
         """Let go of what the store holds open (a descriptor)."""
 
@@ -137,6 +142,7 @@ class LocalFile(ByteStore):
                                "(index.json, as trajscale split writes it)")
         self._identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         self._size = st.st_size
+        self._in_place = False   # (being_written: rewrites in place are the writer's, not a new file)
         self._fd = -1
         self._fd_lock = threading.Lock()
 
@@ -203,12 +209,15 @@ class LocalFile(ByteStore):
         """Refuse a file that is not the one first seen (another inode; shrunk; rewritten at the same size)."""
         _, dev, ino, size, mtime = self._identity
         # (a file that only grew, as one being appended to, still holds the bytes first seen)
-        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or (st.st_size == size
-                                                                         and st.st_mtime_ns != mtime):
+        rewritten = st.st_size == size and st.st_mtime_ns != mtime and not self._in_place
+        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or rewritten:
             from .retry import Replaced  # (the error's module, with the network's: imported when it is raised)
 
             raise Replaced(self.path, "the file was replaced or rewritten during the run (its inode, size or "
                                       "modification time changed); run again on the new file")
+
+    def being_written(self) -> None:
+        self._in_place = True
 
     def descriptor(self) -> int:
         """The file's descriptor, opened (and checked) on the first call and kept until :meth:`close`."""

@@ -44,9 +44,12 @@ def snapshot(path: str, fmt: str, topology=None, group: str | None = None,
             raise DamagedFileError(path, f"damaged before its first whole frame: {exc}") from None
     if not len(offsets):
         raise InputFileError(path, "no complete frame yet")
-    trailing = max(0, os.path.getsize(path) - complete_bytes)
-    return Snapshot(XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
-                    trailing if finished and damage is None else 0, trailing, damage)
+    try:   # (moved away after the scan: the same look again; a successor is compared with what was watched)
+        trailing = max(0, os.path.getsize(path) - complete_bytes)
+        source = XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt)
+    except FileNotFoundError:
+        raise InputFileError(path, "moved or removed while it was read") from None
+    return Snapshot(source, len(offsets), finished, trailing if finished and damage is None else 0, trailing, damage)
 
 
 __all__ = ["complete_offsets", "snapshot"]
