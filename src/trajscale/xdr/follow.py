@@ -46,10 +46,11 @@ def snapshot(path: str, fmt: str, topology=None, group: str | None = None,
         raise InputFileError(path, "no complete frame yet")
     try:   # (moved away after the scan: the same look again; a successor is compared with what was watched)
         trailing = max(0, os.path.getsize(path) - complete_bytes)
-        source = XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt)
     except FileNotFoundError:
         raise InputFileError(path, "moved or removed while it was read") from None
-    return Snapshot(source, len(offsets), finished, trailing if finished and damage is None else 0, trailing, damage)
+    # (a file gone by now is refused by its byte store's open as no such file: an InputFileError, the same look again)
+    return Snapshot(XDRSource(path, n_atoms=n_atoms, offsets=offsets, format=fmt), len(offsets), finished,
+                    trailing if finished and damage is None else 0, trailing, damage)
 
 
 __all__ = ["complete_offsets", "snapshot"]
