@@ -337,6 +337,31 @@ def test_a_growing_file_rewritten_in_place_is_read_as_it_is_now(tmp_path, adk_va
         src.close()
 
 
+@pytest.mark.parametrize("request_", ["atoms", "field", "range"])
+def test_a_callers_bad_request_on_a_growing_file_is_refused_without_waiting(adk_vacuum_h5md, monkeypatch, request_):
+    """Atoms past the end, a field the file lacks or frames past its end are the caller's mistake: no flush of
+    the writer mends them, so the growing file refuses them at once instead of reopening it for seconds."""
+    from trajscale.errors import TrajscaleError
+    from trajscale.h5md import follow
+    from trajscale.h5md.follow import GrowingH5MDSource
+
+    src = GrowingH5MDSource(adk_vacuum_h5md)
+    waits = []
+    monkeypatch.setattr(follow.time, "sleep", waits.append)
+    try:
+        with pytest.raises(TrajscaleError, match={"atoms": "atom index", "field": "no velocity",
+                                                  "range": "outside"}[request_]):
+            if request_ == "atoms":
+                src.read(0, 1, np.array([src.n_atoms]))
+            elif request_ == "field":
+                src.read(0, 1, fields=("position", "velocity"))
+            else:
+                src.read(0, src.n_frames + 1)
+    finally:
+        src.close()
+    assert waits == []
+
+
 def test_the_childrens_data_paths_are_mdanalysistests_own():
     """tests/datafiles.py (the paths the producers and MPI scripts use without importing MDAnalysis) names the
     files ``MDAnalysisTests.datafiles`` names."""

@@ -50,6 +50,8 @@ class GrowingH5MDSource(H5MDSource):
         self.store.being_written()
 
     def read(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",), stride: int = 1):
+        # the caller's mistakes (range, fields, atoms) are refused at once: no flush of the writer mends them
+        self.checked_request(start, stop, atoms, fields)
         for wait in RETRY_WAITS:
             try:
                 return super().read(start, stop, atoms, fields, stride=stride)

@@ -415,14 +415,7 @@ class H5MDSource(Source):
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
-        self.check_range(start, stop)
-        missing = [fl for fl in fields if fl not in self._datasets]
-        if missing:
-            raise InputFileError(self._path, f"has no {', '.join(missing)} in particles/{self.info.group}")
-        if atoms is not None:
-            atoms = np.asarray(atoms, dtype=np.intp)
-            if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
-                raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
+        atoms = self.checked_request(start, stop, atoms, fields)
         plan = plan_atom_reads(atoms, self.n_atoms)
         try:
             arrays = {fl: self._read_field(fl, start, stop, stride, plan) for fl in fields}
@@ -432,6 +425,19 @@ class H5MDSource(Source):
             raise self._damaged(exc, range(start, stop, stride), fields) from None
         return Block(start, stop, arrays["position"], box, time, step,
                      velocities=arrays.get("velocity"), forces=arrays.get("force"), stride=stride)
+
+    def checked_request(self, start: int, stop: int, atoms: np.ndarray | None,
+                        fields: tuple[str, ...]) -> np.ndarray | None:
+        """The atom indices as ``intp``, once the range, the fields and the indices are known good."""
+        self.check_range(start, stop)
+        missing = [fl for fl in fields if fl not in self._datasets]
+        if missing:
+            raise InputFileError(self._path, f"has no {', '.join(missing)} in particles/{self.info.group}")
+        if atoms is not None:
+            atoms = np.asarray(atoms, dtype=np.intp)
+            if atoms.size and (atoms.min() < 0 or atoms.max() >= self.n_atoms):
+                raise InputFileError(self._path, f"atom index out of range for {self.n_atoms} atoms")
+        return atoms
 
     def _raise_store_failure(self) -> None:
         """A read that failed inside HDF5: the store's real error (missing, replaced, unreachable)."""
