@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import sys
 import time
 
@@ -160,9 +159,10 @@ class ProcessTimeline:
     def record(self) -> dict:
         """The report's ``process`` record (plain values)."""
         cpus, affinity = cpu_facts()
+        # (host: socket.gethostname()'s answer, POSIX's gethostname being uname's nodename, without importing socket)
         return {"t_wall": self.t_end - self.t_begin, "phases": dict(self.phases), "origin": self.origin,
                 "t_begin": self.t_begin, "t_end": self.t_end, "pid": os.getpid(),
-                "host": socket.gethostname(), "cpus": cpus, "affinity": affinity}
+                "host": os.uname().nodename, "cpus": cpus, "affinity": affinity}
 
 
 def cpu_facts(pid: int = 0) -> tuple[int, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -228,5 +227,6 @@ def _tuple_files(key: str, value):
 
 
 def host_and_pid() -> tuple[str, int]:
-    return socket.gethostname(), os.getpid()
+    # socket.gethostname()'s answer (POSIX's gethostname is uname's nodename), without importing socket
+    return os.uname().nodename, os.getpid()
 

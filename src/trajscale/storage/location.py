@@ -10,7 +10,6 @@ Nothing here opens a network client until a URL is listed or read: ``import traj
 
 from __future__ import annotations
 
-import glob as _glob
 import os
 import re
 import stat
@@ -155,8 +154,10 @@ class Location:
         return cls.of(pattern, options)._matches()
 
     def _matches(self) -> list[Location]:
-        if self.local:
-            found = (p for p in _glob.glob(self.where, recursive=True) if os.path.isfile(p))
+        if self.local:   # (glob imported here: a run of files named one by one lists none)
+            import glob
+
+            found = (p for p in glob.glob(self.where, recursive=True) if os.path.isfile(p))
             return [Location(p, self.options) for p in sorted(found)]
         if self.scheme == "http":
             raise ConfigError(f"{self.where}: a web server has no listing to glob; give a catalog of its URLs "

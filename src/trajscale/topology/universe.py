@@ -19,9 +19,9 @@ import numpy as np
 
 from ..util import check_input_file
 from . import parsed_cache, selection_cache
-from .columns import file_labels, guessed_masses
-from .labelled import select_from_labels
 from .standin import StandInAtomGroup, StandInUniverse
+
+# (.columns and .labelled read a topology's text, for a selection not cached yet: imported when one is)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ class CachedUniverse(StandInUniverse):
     def read_labels(self) -> dict[str, np.ndarray] | None:
         """The file's per-atom labels from its text (a PDB or GRO read as MDAnalysis reads it), else None; read once."""
         if self._labels is False:   # (keyword arguments, such as another format, are MDAnalysis's to apply)
+            from .columns import file_labels
+
             self._labels = file_labels(self.filename) if self._real is None and not self._kw else None
         return self._labels
 
@@ -67,6 +69,8 @@ class CachedUniverse(StandInUniverse):
         if labels is None:
             return None
         if self._guessed is False:
+            from .columns import guessed_masses
+
             self._guessed = guessed_masses(labels)
         return self._guessed
 
@@ -93,7 +97,11 @@ class CachedUniverse(StandInUniverse):
             if indices is not None:
                 return CachedAtomGroup(self, indices, self._array(key, "masses"), key)
         labels = self.read_labels() if self._real is None and len(strings) == 1 else None
-        indices = select_from_labels(labels, strings[0]) if labels is not None else None
+        indices = None
+        if labels is not None:
+            from .labelled import select_from_labels
+
+            indices = select_from_labels(labels, strings[0])
         if indices is not None:
             masses = self.label_masses()
             masses = None if masses is None else masses[indices]
