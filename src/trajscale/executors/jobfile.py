@@ -54,7 +54,7 @@ def _remove(path: str) -> None:
         pass
 
 
-def shipped_tasks(ref: JobFile, tasks, after=None):
+def shipped_tasks(ref: JobFile, tasks, after=None, spill_to: str | None = None):
     """A shipped job's tasks: the job loaded once per run, then :func:`~.startup.worker_tasks`."""
     import itertools
 
@@ -64,7 +64,7 @@ def shipped_tasks(ref: JobFile, tasks, after=None):
     first = next(pending, None)
     if first is None:
         return []
-    return worker_tasks(_load(ref, *first), itertools.chain([first], pending), after)
+    return worker_tasks(_load(ref, *first), itertools.chain([first], pending), after, spill_to)
 
 
 def _load(ref: JobFile, task: int, frames):

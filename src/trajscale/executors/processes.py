@@ -23,6 +23,7 @@ from ..report.timing import host_and_pid
 from . import late_start_method
 from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
 from .claims import HandOut, hand_out
+from .homeward import received, results_folder
 from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
 from .startup import init_worker, task_imports, warm_up, worker_tasks
 
@@ -54,6 +55,7 @@ class ProcessExecutor(Executor):
         self.start_method: str | None = None   # the one used, once the pool has started
         self._pool = None   # a concurrent.futures ProcessPoolExecutor, once started
         self._marks: str | None = None
+        self._home: str | None = None   # where workers spill large results (homeward.py; None: the pipe)
         self._late: dict[str, dict] = {}
         self._modules: tuple[str, ...] = ()   # what tasks will import beyond trajscale's own (start())
         self._warm: list = []
@@ -71,6 +73,7 @@ class ProcessExecutor(Executor):
             if method == "fork":
                 task_imports(self._modules)   # forked workers inherit what every task imports
             self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
+            self._home = results_folder()
             self.t_asked = time.time()
             # A forkserver that has imported the worker module and the kernels forks workers in milliseconds.
             with process_pool(self.n_workers, start_method=method, initializer=init_worker, initargs=(self._marks,),
@@ -100,9 +103,10 @@ class ProcessExecutor(Executor):
             handed = hand_out(job, ranges, self.n_workers, self._marks or "")
             if len(blob) > INLINE_BYTES:
                 shipped = ship(blob, self._marks or "")
-                futures = {pool.submit(shipped_tasks, shipped, run, handed.after): run for run in handed.runs}
+                futures = {pool.submit(shipped_tasks, shipped, run, handed.after, self._home): run
+                           for run in handed.runs}
             else:
-                futures = {pool.submit(worker_tasks, job, run, handed.after): run for run in handed.runs}
+                futures = {pool.submit(worker_tasks, job, run, handed.after, self._home): run for run in handed.runs}
             del blob
             # The pool starts its processes on submit; keep them to read exit codes if one dies.
             procs = dict(getattr(pool, "_processes", None) or {})
@@ -111,7 +115,7 @@ class ProcessExecutor(Executor):
                 for fut in as_completed_polling(futures, every=lambda: bar.show(handed.progress(home))):
                     futures.pop(fut)   # a future holds its results: let go of them once folded in
                     try:
-                        for i, result in fut.result():
+                        for i, result in received(fut.result()):   # (a large one read from shared memory)
                             home.add(i, result)
                     except BrokenProcessPool:
                         self._pool.shutdown(wait=True)   # joins the workers: exit codes are final
@@ -196,6 +200,9 @@ class ProcessExecutor(Executor):
         if self._marks is not None:
             shutil.rmtree(self._marks, ignore_errors=True)
             self._marks = None
+        if self._home is not None:   # (results never read: a run stopped)
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
 
 
 #: Seconds a stopped worker has to end after SIGTERM before it is killed.

@@ -86,11 +86,13 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
     return out
 
 
-def worker_tasks(job, tasks, after=None):
-    """A pool worker's tasks in turn (:func:`~trajscale.executors.base.run_in_turn`), each noted first."""
+def worker_tasks(job, tasks, after=None, spill_to: str | None = None):
+    """A pool worker's tasks in turn (:func:`~trajscale.executors.base.run_in_turn`), each noted first; their
+    results spilled into a file in the folder ``spill_to`` when large (:mod:`.homeward`; None: never)."""
     from .base import run_in_turn
+    from .homeward import spill
 
-    return list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task, after=after))
+    return spill(list(run_in_turn(job, tasks, f"pid {os.getpid()}", before=note_task, after=after)), spill_to)
 
 
 def note_task(task: int) -> None:
