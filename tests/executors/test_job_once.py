@@ -14,7 +14,7 @@ from MDAnalysis.analysis import rms
 import trajscale as ts
 from tests.executors import counted_analysis, dying_analysis, fork_or_skip
 from tests.executors.counted_analysis import CountedRMSD, unpickles
-from trajscale.executors.jobfile import INLINE_BYTES, ship
+from trajscale.executors.jobfile import INLINE_BYTES, ship, ships
 from trajscale.executors.processes import ProcessExecutor
 
 N_TASKS = 20
@@ -37,7 +37,8 @@ def _clear(folder) -> None:
 
 
 def _job_files(ex: ProcessExecutor) -> list[str]:
-    return [n for n in os.listdir(ex._marks) if n.startswith("job-")]
+    """The run's job files, where the pool writes them (its shared-memory folder, else its marks folder)."""
+    return [n for folder in (ex._marks, ex._home) if folder for n in os.listdir(folder) if n.startswith("job-")]
 
 
 def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk_vacuum_h5md):
@@ -60,6 +61,22 @@ def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk
             assert os.getpid() not in counts, counts
             assert 1 <= len(counts) <= 2 and set(counts.values()) == {1}, counts   # N_TASKS before
             assert _job_files(ex) == []   # the run's job file is gone with the run
+
+
+def test_mid_size_job_handed_out_many_times_is_unpickled_once_per_worker(counted, adk_vacuum, adk_vacuum_h5md):
+    """A job under INLINE_BYTES whose copies with every task would add up (an ensemble's round lists its
+    members: 50 kB for 128, with each of 8 tasks) is written once too."""
+    psf = adk_vacuum[0]
+    pad = 40 * 1024   # (with the CA reference about 55 kB: under INLINE_BYTES)
+    assert ships(pad, N_TASKS) and not ships(pad, 1)
+    serial = ts.run(CountedRMSD(pad=pad, select="name CA"), psf, adk_vacuum_h5md)
+    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+        got = ts.run(CountedRMSD(pad=pad, select="name CA"), psf, adk_vacuum_h5md, executor=ex, n_tasks=N_TASKS)
+        assert _job_files(ex) == []
+    assert len(got.report.tasks) == N_TASKS
+    assert np.array_equal(got.rmsd, serial.rmsd)   # bit for bit
+    counts = unpickles(counted)
+    assert 1 <= len(counts) <= 2 and set(counts.values()) == {1}, counts   # not N_TASKS
 
 
 def test_small_job_travels_with_each_task(counted, adk_vacuum, adk_vacuum_h5md):

@@ -67,8 +67,19 @@ def _thread_sources() -> dict[tuple, tuple[tuple, Source]]:
     return _SOURCES.setdefault(threading.get_ident(), {})
 
 
+#: The configs keyed last, by identity, with their keys: a worker's tasks of one job (loaded once: jobfile.py)
+#: share its configs, and an ensemble round's lists its members (its text is milliseconds a task to make).
+#: A config is a plain value, never changed once made (a Job's).
+_KEYED: list[tuple[dict, tuple]] = []
+
+
 def _key(config: dict) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+    for seen, key in list(_KEYED):
+        if seen is config:
+            return key
+    key = tuple(sorted((k, repr(v)) for k, v in config.items()))
+    _KEYED[:] = [(config, key), *_KEYED[:3]]
+    return key
 
 
 def _config_paths(config: dict) -> list[str]:

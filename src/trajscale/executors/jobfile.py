@@ -9,8 +9,16 @@ import os
 import pickle
 from dataclasses import dataclass
 
-#: A pickled job up to this size travels with each task; a larger one is written once for the run.
+#: A pickled job up to this size travels with each task; a larger one is written once for the run...
 INLINE_BYTES = 64 * 1024
+#: ...as is one over half that size sent with so many hand-outs that it would be pickled and unpickled this
+#: much in all (an ensemble's round lists its members: 56 kB for 128, with each of its 8 tasks on 2 workers).
+INLINE_TOTAL_BYTES = 256 * 1024
+
+
+def ships(size: int, hand_outs: int) -> bool:
+    """Whether a pickled job of ``size`` bytes handed out ``hand_outs`` times is written once instead."""
+    return size > INLINE_BYTES or (size > INLINE_BYTES // 2 and size * hand_outs > INLINE_TOTAL_BYTES)
 
 #: The last job this worker loaded: ``[digest, job]``.
 _LOADED: list = []

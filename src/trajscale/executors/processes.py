@@ -24,7 +24,7 @@ from . import late_start_method
 from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
 from .claims import HandOut, hand_out
 from .homeward import received, results_folder
-from .jobfile import INLINE_BYTES, ship, shipped_tasks, unship
+from .jobfile import ship, shipped_tasks, ships, unship
 from .startup import init_worker, task_imports, warm_up, worker_tasks
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ class ProcessExecutor(Executor):
             # A large job is written once and each worker loads it once (jobfile.py); a small one travels with each
             # hand-out, of one task or of the claims a worker takes its tasks from (claims.hand_out).
             handed = hand_out(job, ranges, self.n_workers, self._marks or "")
-            if len(blob) > INLINE_BYTES:
-                shipped = ship(blob, self._marks or "")
+            if ships(len(blob), len(handed.runs)):
+                shipped = ship(blob, self._home or self._marks or "")   # (in memory where it may)
                 futures = {pool.submit(shipped_tasks, shipped, run, handed.after, self._home): run
                            for run in handed.runs}
             else:
