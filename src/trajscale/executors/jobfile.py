@@ -20,6 +20,7 @@ def ships(size: int, hand_outs: int) -> bool:
     """Whether a pickled job of ``size`` bytes handed out ``hand_outs`` times is written once instead."""
     return size > INLINE_BYTES or (size > INLINE_BYTES // 2 and size * hand_outs > INLINE_TOTAL_BYTES)
 
+
 #: The last job this worker loaded: ``[digest, job]``.
 _LOADED: list = []
 
