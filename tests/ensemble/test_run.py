@@ -57,6 +57,23 @@ def test_each_trajectory_as_mdanalysis_computes_it(replicas, mda_references, exe
     assert facts.costs.bytes == sum(t["bytes"] for t in stats) and facts.atoms == "214-564"
 
 
+def test_an_executor_object_runs_the_ensemble_as_its_name_does(replicas, mda_references):
+    """``executor=`` may be an executor built by the caller, as for one trajectory: the ensemble's rounds
+    take its workers from it (a name's come from ``n_workers``)."""
+    from trajscale.executors.processes import ProcessExecutor
+    from trajscale.executors.serial import SerialExecutor
+
+    labels = {n: lab for n, (_, _, lab) in replicas["members"].items()}
+    for ex in (SerialExecutor(), ProcessExecutor(2)):
+        try:
+            results = ts.run([ts.RMSD(select=SEL), ts.RadiusOfGyration(select=SEL)], replicas["catalog"],
+                             executor=ex, round_size=2)
+        finally:
+            ex.close()
+        check_against(results, mda_references, labels)
+        assert not results[0].refused
+
+
 @pytest.mark.slow(seconds=6)
 def test_on_dask(replicas, mda_references):
     results = ts.run([ts.RMSD(select=SEL), ts.RadiusOfGyration(select=SEL)], replicas["catalog"],

@@ -147,8 +147,7 @@ class EnsembleRounds(Rounds):
         if self.skipped:
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
-        one = executor_traits(self.options.executor).workers == "one"
-        workers = 1 if one else self.options.n_workers or os.cpu_count() or 1
+        one, workers = _workers_of(self.options)
         self._n_tasks = self.options.n_tasks or (1 if one else workers * (self.options.tasks_per_worker
                                                                           or self.tasks_per_worker))
         self._rounds = rounds_of(sizes, workers, self.round_size)
@@ -386,6 +385,17 @@ def _aggregate_part(analysis, partial, prepared: Prepared):
     state = prepared.state if isinstance(prepared.state, dict) else {}
     plain = {k: v for k, v in state.items() if isinstance(v, bool | int | float | str)}
     return {"partial": partial, "state": plain}
+
+
+def _workers_of(options: RunOptions) -> tuple[bool, int]:
+    """Whether the run's executor has one worker, and how many it has: a name's from the options, an
+    executor object's its own (a class outside the registry counts as a pool of its ``n_workers``)."""
+    ex = options.executor
+    if isinstance(ex, str):
+        one = executor_traits(ex).workers == "one"
+        return one, 1 if one else options.n_workers or os.cpu_count() or 1
+    one = ex.traits is not None and ex.traits.workers == "one"
+    return one, 1 if one else ex.n_workers
 
 
 __all__ = ["EnsembleRounds"]
