@@ -136,3 +136,27 @@ def test_an_ensemble_on_processes_brings_its_features_home_by_file_with_serial_b
     assert r.names == serial.names
     for a, b in zip(r.arrays(), serial.arrays(), strict=True):
         assert a.dtype == b.dtype == np.float64 and np.array_equal(a, b)
+
+
+@pytest.mark.cli
+def test_a_killed_parents_folder_is_removed_by_the_next_pool():
+    """A parent killed mid-run (SIGKILL) cannot remove its pool's folder in shared memory: the next pool's
+    start removes the folders of parents that are gone, and keeps a running parent's."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = os.path.join(homeward.SHARED_MEMORY, f"{homeward.PREFIX}{int(gone.stdout)}-test")
+    os.makedirs(dead)
+    with open(os.path.join(dead, "in-flight"), "wb") as f:
+        f.write(b"x" * 1000)
+    mine = results_folder()
+    try:
+        assert mine is not None and os.path.basename(mine).startswith(f"{homeward.PREFIX}{os.getpid()}-")
+        assert not os.path.exists(dead)
+        again = results_folder()   # (this process is alive: its first folder stays)
+        assert os.path.isdir(mine)
+        os.rmdir(again)
+    finally:
+        os.rmdir(mine)
