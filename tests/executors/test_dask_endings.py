@@ -108,3 +108,35 @@ def test_relative_paths_reach_workers_running_in_another_directory(tmp_path, adk
         import numpy as np
 
         np.testing.assert_allclose(got_pos, np.array([u.atoms.positions.copy() for _ in u.trajectory]), atol=1e-4)
+
+
+@pytest.mark.slow(seconds=6)
+def test_a_stopped_local_cluster_says_nothing_of_its_killed_workers():
+    """A run that fails or is stopped kills its LocalCluster's workers: their nannies, which live in this
+    process, must not then log "Restarting worker" at WARNING (the CLI shows that level), as they did in about
+    half of such stops, beside the run's one line."""
+    import logging
+
+    from trajscale.executors.dask import DaskExecutor
+
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    lg = logging.getLogger("distributed")
+    level, keep = lg.level, Keep(logging.WARNING)
+    lg.addHandler(keep)
+    try:
+        for _ in range(3):
+            ex = DaskExecutor(2)
+            assert ex.client is not None
+            lg.setLevel(logging.WARNING)   # (as the CLI has distributed set it; its own default is INFO)
+            time.sleep(0.3)
+            ex.close(wait=False)
+            time.sleep(0.3)
+    finally:
+        lg.removeHandler(keep)
+        lg.setLevel(level)
+    assert not [m for m in said if "Restarting worker" in m], said

@@ -263,8 +263,9 @@ class DaskExecutor(Executor):
                 cluster.client.run(_close_worker_caches)
             except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
                 log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
-        if not wait:   # stopping: no word to workers that are killed
-            cluster.close(wait=False)
+        if not wait:   # stopping: no word to workers that are killed, and no word of their nannies' restarts
+            with _quiet_shutdown():
+                cluster.close(wait=False)
             return
         with _quiet_shutdown(None if cluster.external else cluster.client):
             cluster.close()
