@@ -48,7 +48,7 @@ from .sharing import share, share_interruption  # the root prepares, then shares
 from .sources import Source, open_source, reader_modules
 from .storage import fetched_here, fetched_since
 from .timeline import ProcessTimeline
-from .util import polling_for_stop, raise_if_stopped, stop_requested
+from .util import host_name, polling_for_stop, raise_if_stopped, stop_requested
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (records of some runs only: imported where one is made)
@@ -428,7 +428,7 @@ class Engine:
         they poll while they wait, so each counts as one busy core over the run."""
         ours = 0.0
         if self.ex.spmd:
-            here = os.uname().nodename   # (socket.gethostname()'s answer, as the workers' records)
+            here = host_name()   # (as the workers' records name it)
             ours = max(0, sum(1 for w in report.workers if w.host == here) - 1) * (time.monotonic() - self.meter.t0)
         return RunConditions(self.meter.stop(ours), self.cache).to_dict()
 

@@ -158,11 +158,12 @@ class ProcessTimeline:
 
     def record(self) -> dict:
         """The report's ``process`` record (plain values)."""
+        from .util import host_name
+
         cpus, affinity = cpu_facts()
-        # (host: socket.gethostname()'s answer, POSIX's gethostname being uname's nodename, without importing socket)
         return {"t_wall": self.t_end - self.t_begin, "phases": dict(self.phases), "origin": self.origin,
                 "t_begin": self.t_begin, "t_end": self.t_end, "pid": os.getpid(),
-                "host": os.uname().nodename, "cpus": cpus, "affinity": affinity}
+                "host": host_name(), "cpus": cpus, "affinity": affinity}
 
 
 def cpu_facts(pid: int = 0) -> tuple[int, str]:

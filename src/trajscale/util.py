@@ -214,14 +214,19 @@ def temporary_name(path: str | os.PathLike) -> Path:
     return p.with_name(f".{p.name}.tmp-{os.getpid()}@{_HOST}")
 
 
-# socket.gethostname()'s answer (POSIX's gethostname is uname's nodename), without importing socket:
-# 2 ms of a short run's start
-_HOST = os.uname().nodename.replace("/", "_")
+def host_name() -> str:
+    """This host's name: ``socket.gethostname()``'s answer (POSIX's gethostname is uname's nodename), without
+    importing socket (2 ms of a short run's start)."""
+    return os.uname().nodename
+
+
+_HOST = host_name().replace("/", "_")
 # (the @HOST part is absent in temporaries of trajscale before 0.3: those are this host's)
 _TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:@(.+))?$")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -243,7 +248,7 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
         m = _TMP_NAME.match(entry.name)
         # On a shared file system another node's writer is alive or dead regardless of our pids
         if not m or m.group(2) not in (None, _HOST) or int(m.group(1)) == os.getpid() \
-                or _pid_alive(int(m.group(1))):
+                or pid_alive(int(m.group(1))):
             continue
         try:
             if entry.stat(follow_symlinks=False).st_uid != uid or not entry.is_file(follow_symlinks=False):

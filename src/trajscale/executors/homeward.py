@@ -60,13 +60,15 @@ def remove_orphaned_folders() -> None:
     """Remove this user's result folders whose parent process no longer runs."""
     import shutil
 
+    from ..util import pid_alive
+
     try:
         names = [n for n in os.listdir(SHARED_MEMORY) if n.startswith(PREFIX)]
     except OSError:
         return
     for name in names:
         pid = name[len(PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         path = os.path.join(SHARED_MEMORY, name)
         try:
@@ -74,16 +76,6 @@ def remove_orphaned_folders() -> None:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:   # (another user's: alive)
-        return True
-    return True
 
 
 def spill(results, folder: str | None, min_bytes: int | None = None):

@@ -227,6 +227,7 @@ def _tuple_files(key: str, value):
 
 
 def host_and_pid() -> tuple[str, int]:
-    # socket.gethostname()'s answer (POSIX's gethostname is uname's nodename), without importing socket
-    return os.uname().nodename, os.getpid()
+    from ..util import host_name
+
+    return host_name(), os.getpid()
 
