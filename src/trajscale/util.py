@@ -35,7 +35,7 @@ def file_identity(paths: list[str]) -> tuple:
 #: Every URL scheme trajscale reads by range requests, name -> its prefixes: the one table of them, at the bottom
 #: of the layers so that every layer tells a URL from a path alike.
 SCHEME_PREFIXES = {"s3": ("s3://",), "gs": ("gs://", "gcs://"), "az": ("az://", "abfs://", "abfss://"),
-                   "http": ("http://", "https://")}
+                   "http": ("http://", "https://"), "hf": ("hf://",)}
 
 
 def scheme_of(location) -> str | None:

@@ -189,6 +189,8 @@ class Backend:
     no_connection: str | None = None
     #: why this store cannot be denied to the tests (root reads every local file)
     no_denial: str | None = None
+    #: why an object this store reads cannot be replaced under it (a Hub's file, read at its commit)
+    no_replacement: str | None = None
     #: why this store has no listing (a web server's: a glob over it is refused)
     no_listing: str | None = None
     #: keys in one page of the server's listing (None: :attr:`no_paging` says why there are no pages to count)
@@ -282,6 +284,8 @@ class StoreConformance:
 
     def test_a_replaced_object_is_refused(self, backend, data):
         """Another size: every store sees it, on the next read."""
+        if backend.no_replacement:
+            pytest.skip(backend.no_replacement)
         where = backend.put("replaced.bin", data)
         store = backend.open(where)
         assert bytes(store.read_ranges([(0, 100)])[0]) == data[:100]
@@ -291,6 +295,8 @@ class StoreConformance:
 
     def test_a_same_size_replacement_is_refused_or_said(self, backend, data):
         """The same size at once (within the second): refused, or the store's validator says it cannot see it."""
+        if backend.no_replacement:
+            pytest.skip(backend.no_replacement)
         where = backend.put("same.bin", data)
         store = backend.open(where)
         said = store.validator
@@ -390,8 +396,8 @@ class StoreConformance:
     def test_a_refusal_ends_the_objects_other_requests(self, backend, data):
         """An object replaced during a read: once one request is refused, the object's others (waiting their
         turn, ``max_concurrency=1``) fail with it, unsent, and later reads fail at once with the same line."""
-        if backend.no_connection:
-            pytest.skip("a local file makes no requests")
+        if backend.no_connection or backend.no_replacement:
+            pytest.skip(backend.no_replacement or "a local file makes no requests")
         where = backend.put("refusal.bin", data)
         store = backend.open(where, {"max_concurrency": 1})
         backend.replace("refusal.bin", payload(len(data) + 1000, seed=4))

@@ -294,3 +294,71 @@ class TestGoogleCloudStorage(StoreConformance):
         # (a bucket per test: GCS's names are 3 to 63 lower-case letters, digits and dashes)
         name = "".join(c for c in request.node.name.lower() if c.isalnum())[:50] or "bucket"
         return GcsBackend(gcs_server, f"t-{name}")
+
+
+class HubBackend(Backend):
+    """The suite's Hub server (tests.remote.hub_server): a file put is a commit on ``main``, named at that commit;
+    ranges are read from the storage server its resolve URL redirects to. A proxy is put in front of the
+    storage for reads, in front of the Hub for listings."""
+
+    no_denial = None
+    no_replacement = ("a commit's files never change: a file replaced is a new commit, which a run pinned to its "
+                      "commit never reads (tests/remote/test_hub.py: a branch moved)")
+
+    def __init__(self, hub, repo: str) -> None:
+        self.hub, self.repo, self.page = hub, repo, hub.page
+        hub.commit(repo, {"README.md": b"conformance\n"})
+
+    def location(self, name: str) -> str:
+        return f"hf://datasets/{self.repo}@{self.hub.repos[('datasets', self.repo)].refs['main']}/{name}"
+
+    def put(self, name: str, data: bytes) -> str:
+        self.hub.commit(self.repo, {name: data})
+        return self.location(name)
+
+    def put_many(self, names: list[str], data: bytes = b"") -> None:
+        self.hub.commit(self.repo, dict.fromkeys(names, data))
+
+    def open(self, location: str, options: dict | None = None):
+        return super().open(location, {**self.listing_options(), **(options or {})})
+
+    def listing_options(self) -> dict:
+        return {"endpoint_url": self.hub.endpoint}
+
+    @contextlib.contextmanager
+    def proxied(self, name: str):
+        listing = name.startswith(("glob/", "paged/"))
+        upstream = self.hub.endpoint if listing else self.hub.storage
+        proxy = TcpProxy("127.0.0.1", int(upstream.rsplit(":", 1)[1]))
+        if not listing:
+            self.hub.storage_via = f"http://{proxy.address}"
+        try:
+            yield self.location(name), {"endpoint_url": f"http://{proxy.address}"} if listing else {}, proxy
+        finally:
+            self.hub.storage_via = None
+            proxy.close()
+
+    def denied(self, name: str, data: bytes) -> tuple[str, dict]:
+        """A gated repository's file, asked for without a token: the Hub answers 401."""
+        gated = f"{self.repo}-gated"
+        self.hub.commit(gated, {name: data}, gated=True)
+        return f"hf://datasets/{gated}/{name}", {}
+
+
+@pytest.fixture(scope="module")
+def hub_server():
+    from .hub_server import HubServer
+
+    with HubServer() as server:
+        yield server
+
+
+@pytest.mark.remote
+class TestHuggingFaceHub(StoreConformance):
+    @pytest.fixture
+    def backend(self, hub_server, request, monkeypatch, tmp_path):
+        for var in ("HF_TOKEN", "HF_TOKEN_PATH"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+        name = "".join(c for c in request.node.name if c.isalnum() or c in "-_")[:80]
+        return HubBackend(hub_server, f"conformance/{name}")

@@ -138,6 +138,10 @@ def main(args, planned) -> int:
     folder = results_folder(args)
     check_outputs(*(p.out for p in planned), args.report, overwrite=args.overwrite)
     options = run_options(args)
+    if args.resume:
+        from ..ensemble.run import resume_revisions
+
+        resume_revisions(folder, options.storage_options)
     ensemble = Ensemble.of(args.ensemble, options.storage_options, topology=args.ensemble_topology,
                            labels=args.ensemble_labels)
     results = run([p.analysis for p in planned], ensemble=ensemble, options=options, results=folder,

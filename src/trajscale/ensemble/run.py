@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 from dataclasses import dataclass
 
 from ..analysis.base import Analysis
@@ -115,12 +116,15 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         raise ConfigError("an ensemble's trajectories are read finished: run it without following")
     analyses = list(analysis) if isinstance(analysis, list | tuple) else [analysis]
     group = AnalysisGroup(analyses)
+    eo = ensemble_options
+    if eo.resume and eo.results is not None and not isinstance(ensemble, Ensemble):   # (the CLI's: listed)
+        resume_revisions(eo.results, opts.storage_options)
     ens = Ensemble.of(ensemble, opts.storage_options)
     storage = opts.storage_options or ens.storage_options
-    eo = ensemble_options
     folder = None
     if eo.results is not None and _is_root(opts):
-        folder = ResultsFolder(eo.results, _manifest(group, opts), resume=eo.resume, overwrite=eo.overwrite)
+        folder = ResultsFolder(eo.results, _manifest(group, opts, _revisions(ens)), resume=eo.resume,
+                               overwrite=eo.overwrite)
     rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
                             round_size=eo.round_size)
     with using(storage):
@@ -159,11 +163,27 @@ def _is_root(options: RunOptions) -> bool:
     return (current().rank or 0) == 0
 
 
-def _manifest(group: AnalysisGroup, options: RunOptions) -> dict:
-    """What a resumed run must share with the run it resumes."""
+def _manifest(group: AnalysisGroup, options: RunOptions, revisions: dict) -> dict:
+    """What a resumed run must share with the run it resumes (and the commits of the Hub's revisions it read)."""
     return {"analyses": [a.get_config() for a in group.analyses], "start": options.start, "stop": options.stop,
             "step": options.step, "group": options.group, "assume_units": options.assume_units,
-            "continuous": options.continuous}
+            "continuous": options.continuous, **({"revisions": revisions} if revisions else {})}
+
+
+def _revisions(ens: Ensemble) -> dict:
+    """The commits the Hub's revisions the ensemble's glob names were read at (``{}``: none)."""
+    hub = sys.modules.get("trajscale.storage.hub")
+    pins = hub.pinned_revisions() if hub is not None else {}
+    return {k: v for k, v in pins.items() if (ens.origin or "").startswith(k + "/")}
+
+
+def resume_revisions(results: str | os.PathLike, storage_options: dict | None) -> None:
+    """A resumed run reads the Hub's revisions at the commits the run began with (before its glob is listed)."""
+    pins = ResultsFolder.manifest_in(results).get("revisions")
+    if pins:
+        from ..storage.hub import pin_revisions
+
+        pin_revisions(pins, storage_options)
 
 
 def _columns(ens: Ensemble) -> list[str]:
@@ -204,7 +224,7 @@ def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder
         records = {rec.name: rec for rec in rounds.records.values()}
     facts = EnsembleFacts(origin=ens.origin, n_trajectories=len(ens), n_finished=rounds.costs.n,
                           n_refused=len(refused), n_skipped=len(rounds.skipped), costs=rounds.costs,
-                          t_prepare_members=rounds.t_members)
+                          t_prepare_members=rounds.t_members, revisions=_revisions(ens))
     out = []
     for k, a in enumerate(group.analyses):
         mine = [r for r in refused if r.position is None or r.position == k]

@@ -147,6 +147,14 @@ class ResultsFolder:
         self._where: dict[str, int] | None = None   # trajectory name -> its file's number and position
         self._read: tuple[int, list[dict], np.ndarray] | None = None   # the file read last
 
+    @staticmethod
+    def manifest_in(path: str | os.PathLike) -> dict:
+        """What the run whose results are in folder ``path`` was ({} where none is)."""
+        try:
+            return json.loads((Path(path) / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return {}
+
     def _read_manifest(self) -> dict | None:
         try:
             return json.loads((self.path / MANIFEST).read_text())

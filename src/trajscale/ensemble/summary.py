@@ -117,6 +117,8 @@ class EnsembleFacts:
     n_skipped: int = 0
     costs: MemberCosts = field(default_factory=MemberCosts)
     t_prepare_members: float = 0.0
+    #: the commits the Hub's revisions were read at (``{"hf://datasets/ORG/NAME@main": commit}``)
+    revisions: dict = field(default_factory=dict)
 
     @property
     def atoms(self) -> str:
@@ -140,7 +142,8 @@ class EnsembleFacts:
         return {"origin": self.origin, "n_trajectories": self.n_trajectories, "n_finished": self.n_finished,
                 "n_refused": self.n_refused, "n_skipped": self.n_skipped, "bytes_read": self.bytes_read,
                 "t_prepare_members": self.t_prepare_members, "slowest": [t["name"] for t in self.slowest()],
-                "slowest_trajectories": self.slowest(), "trajectories": self.costs.to_dict()}
+                "slowest_trajectories": self.slowest(), "trajectories": self.costs.to_dict(),
+                **({"revisions": dict(self.revisions)} if self.revisions else {})}
 
     def lines(self) -> list[str]:
         """The summary's lines about the trajectories."""

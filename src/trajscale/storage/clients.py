@@ -49,8 +49,10 @@ AZURE = Scheme(SCHEME_PREFIXES["az"], "AzureStore",
                {"anon": None, "account_name": "account_name", "account_key": "account_key",
                 "sas_token": "sas_key", "endpoint_url": "endpoint"}, container="container")
 HTTP = Scheme(SCHEME_PREFIXES["http"], "HTTPStore")
+#: The Hugging Face Hub (:mod:`.hub`): its files are read from the http store its resolve URLs redirect to.
+HF = Scheme(SCHEME_PREFIXES["hf"], "HTTPStore", {"token": None, "endpoint_url": None}, container="repository")
 #: Every scheme trajscale reads, by name; a new one is a row here and its prefixes in ``util.SCHEME_PREFIXES``.
-STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP}
+STORE_SCHEMES = {"s3": S3, "gs": GCS, "az": AZURE, "http": HTTP, "hf": HF}
 
 
 def split_url(url: str) -> tuple[str, str, str]:
@@ -62,6 +64,10 @@ def split_url(url: str) -> tuple[str, str, str]:
     if name == "http":
         folder, _, key = url.rpartition("/")
         return name, folder, key
+    if name == "hf":   # hf://[KIND/]ORG/NAME[@REVISION]/PATH (.hub): the repository at its revision, the path
+        parts = url[len("hf://"):].split("/")
+        n = 3 if parts[0] in ("datasets", "spaces", "models") else 2
+        return name, "/".join(parts[:n]), "/".join(parts[n:])
     rest = url.split("://", 1)[1]
     root, _, key = rest.partition("/")
     root = root.split("@", 1)[0]   # abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY
@@ -98,9 +104,13 @@ def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
         if not isinstance(v, CLIENT_OPTIONS[k]):
             kind = "true or false" if CLIENT_OPTIONS[k] is bool else "a text"
             raise ConfigError(f"storage option {k}: give {kind} (got {v!r})")
-    if name == "http" and opts:
-        raise ConfigError(f"{_shown_url(url)}: storage option {', '.join(sorted(opts))} is not one http(s) URLs take "
-                          f"(they take {', '.join(sorted(OWN_OPTIONS + tuple(CLIENT_OPTIONS)))})")
+    if name in ("http", "hf") and set(opts) - set(STORE_SCHEMES[name].names):
+        taken = sorted((*OWN_OPTIONS, *CLIENT_OPTIONS, *STORE_SCHEMES[name].names))
+        raise ConfigError(f"{_shown_url(url)}: storage option {', '.join(sorted(set(opts) - set(taken)))} is not one "
+                          f"{'hf' if name == 'hf' else 'http(s)'} URLs take (they take {', '.join(taken)})")
+    for k in ("token", "endpoint_url") if name == "hf" else ():
+        if k in opts and not isinstance(opts[k], str):
+            raise ConfigError(f"storage option {k}: give a text (got a {type(opts[k]).__name__})")
     if "anon" in opts and not isinstance(opts["anon"], bool):
         raise ConfigError(f"storage option anon: give true or false (got {opts['anon']!r})")
     extra = opts.get("client_kwargs")

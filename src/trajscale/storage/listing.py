@@ -20,6 +20,10 @@ CHUNK = 1000
 
 def list_keys(url: str, prefix: str, options: Mapping | None = None) -> list[str]:
     """The keys under ``prefix`` ("": all) of the bucket ``url`` names, listed with ``options``; refused in one line."""
+    if url.startswith("hf://"):
+        from .hub import list_tree
+
+        return list_tree(url, prefix, dict(current_options() if options is None else options))
     import obstore
 
     from .objects import RETRY_SECONDS, TIMEOUT

@@ -81,6 +81,10 @@ class Location:
             from .bytestore import LocalFile
 
             return LocalFile
+        if self.scheme == "hf":
+            from .hub import HubObject
+
+            return HubObject
         from .objects import RemoteObject
 
         return RemoteObject
@@ -161,14 +165,18 @@ class Location:
             return [Location(p, self.options) for p in sorted(found)]
         if self.scheme == "http":
             raise ConfigError(f"{self.where}: a web server has no listing to glob; give a catalog of its URLs "
-                              "(a glob lists an object-store prefix: s3://, gs://, az://)")
+                              "(a glob lists an object-store prefix: s3://, gs://, az://, hf://)")
         from .listing import list_keys
 
         name, head, key_pattern = _split_pattern(self.where)
+        if name == "hf":   # (a repository is listed and read at the commit its revision is at now)
+            from .hub import pinned
+
+            head = pinned(head, self.options)
         fixed = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
         prefix = fixed[:fixed.rfind("/") + 1]   # a store lists whole folders (segments), never part of a name
         regex = re.compile(glob_regex(key_pattern))
-        keys = list_keys(self.where, prefix, self.options)
+        keys = list_keys(head, prefix, self.options)
         return [Location(head + k, self.options) for k in sorted(k for k in keys if regex.fullmatch(k))]
 
 

@@ -400,22 +400,25 @@ class RemoteObject(ByteStore):
 
     def _get(self, a: int, b: int, first: bool, timeout: float):
         """One request for bytes ``[a, b)`` within ``timeout`` seconds: (body, etag, total size, version)."""
-        import obstore
-
         options = {"range": (a, b)}
         ident = self._identity
         if not first and ident.etag and not ident.etag.startswith("W/"):   # a weak ETag never matches If-Match
             options["if_match"] = ident.etag
         if not first and ident.version:
             options["version"] = ident.version
-        store = self.store if timeout == self.timeout else self._store(timeout)
         t0 = time.monotonic()
-        result = obstore.get(store, self.key, options=options)   # (returns with the response's headers)
+        result = self._send(options, timeout)   # (returns with the response's headers)
         self._slots.saw_round_trip(time.monotonic() - t0)
         raw = result.bytes()   # (a frame's bytes are viewed, not copied: the read copies them once, into its block)
         data = bytes(raw) if first else memoryview(raw)
         meta = result.meta
         return self._checked(data, a, b, meta.get("e_tag"), meta.get("size"), first, meta.get("version"))
+
+    def _send(self, options: dict, timeout: float):
+        """One GET of the object with obstore's ``options``, within ``timeout`` seconds."""
+        import obstore
+
+        return obstore.get(self.store if timeout == self.timeout else self._store(timeout), self.key, options=options)
 
     def _checked(self, data: bytes, a: int, b: int, etag, total, first: bool, version=None):
         if first:   # the head of a shorter object is shorter

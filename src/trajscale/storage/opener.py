@@ -20,7 +20,10 @@ def open_bytes(path: str | os.PathLike, options: dict | None = None, identity: l
     if is_url(path):
         from .objects import Identity, RemoteObject
 
-        return RemoteObject.open(str(path), options, Identity.of(identity), round_trip)
+        cls = RemoteObject
+        if str(path).startswith("hf://"):
+            from .hub import HubObject as cls
+        return cls.open(str(path), options, Identity.of(identity), round_trip)
     return LocalFile(os.fspath(path))
 
 

@@ -1,0 +1,398 @@
+"""Files on the Hugging Face Hub, ``hf://``, spelled as ``huggingface_hub``'s file system spells them:
+``hf://datasets/ORG/NAME[@REVISION]/PATH`` (``spaces/`` likewise; ``hf://ORG/NAME/...`` is a model's).
+
+A file is read at one commit. A branch or tag is resolved to its commit once a process (:func:`commit_of`); a
+glob lists the repository's tree at that commit and names every match with it (``...@COMMIT/...``), so a run's
+workers, its report and a resumed run read the same bytes whatever the branch does meanwhile
+(:func:`pin_revisions`). A file's resolve URL is answered by a redirect to a signed storage URL: it is asked once
+and kept per file (:class:`HubObject`); ranges go straight to the storage through the http store, and a target
+refused (expired) is resolved again, once.
+
+The Hub's own API (revision, tree, resolve) is asked with the standard library's client, without following
+redirects: a token (storage option ``token``, ``HF_TOKEN``, or the file ``huggingface_hub`` keeps) goes to the Hub
+only, never to the storage, nor into a message; ``429`` and ``503`` are waited out as ``Retry-After`` says,
+within ``retry_seconds``. The endpoint is the storage option ``endpoint_url``, ``HF_ENDPOINT``, or huggingface.co.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urljoin
+
+from ..errors import ConfigError
+from . import current_options
+from .clients import _build, _client, trusted_bundle
+from .objects import Identity, RemoteObject
+from .retry import RemoteError, classify
+
+log = logging.getLogger(__name__)
+
+KINDS = ("datasets", "spaces", "models")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: How to give a token, for a repository that wants one.
+TOKEN_HINT = "set HF_TOKEN, log in with `hf auth login`, or give --storage-option token=..."
+
+
+@dataclass(frozen=True)
+class HubPath:
+    """``hf://[KIND/]ORG/NAME[@REVISION]/PATH`` taken apart (``revision`` None: the default branch, main)."""
+
+    kind: str
+    repo: str
+    revision: str | None
+    path: str
+
+    @classmethod
+    def of(cls, url: str) -> HubPath:
+        rest = url[len("hf://"):]
+        parts = rest.split("/")
+        kind = parts.pop(0) if parts[0] in KINDS else "models"
+        if len(parts) < 2 or not parts[0] or not parts[1] or parts[1].startswith("@"):
+            raise ConfigError(f"{url}: give hf://datasets/ORG/NAME/PATH (or hf://datasets/ORG/NAME@REVISION/PATH)")
+        name, _, revision = parts[1].partition("@")
+        return cls(kind, f"{parts[0]}/{name}", unquote(revision) or None, "/".join(parts[2:]))
+
+    @property
+    def root(self) -> str:
+        """The repository as the URL names it, with its revision: ``datasets/ORG/NAME@main``."""
+        rev = f"@{quote(self.revision, safe='')}" if self.revision else ""
+        return f"{'' if self.kind == 'models' else self.kind + '/'}{self.repo}{rev}"
+
+    @property
+    def repo_url(self) -> str:
+        return f"hf://{self.kind}/{self.repo}" if self.kind != "models" else f"hf://{self.repo}"
+
+    def at(self, commit: str) -> str:
+        """This path's URL at ``commit``."""
+        return f"hf://{HubPath(self.kind, self.repo, commit, self.path).root}/{self.path}"
+
+
+def endpoint(options: dict) -> str:
+    return (options.get("endpoint_url") or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def token(options: dict) -> str | None:
+    """The token: the storage option, ``HF_TOKEN``, else the file ``huggingface_hub``'s login writes."""
+    if options.get("token"):
+        return str(options["token"])
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    try:
+        with open(os.environ.get("HF_TOKEN_PATH") or os.path.join(home, "token"), encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def user_agent() -> str:
+    from .._version import __version__
+
+    return f"trajscale/{__version__}"
+
+
+class _NoRedirect:
+    """urllib's redirect handler, told to hand a redirect back rather than follow it."""
+
+    def __new__(cls):
+        import urllib.request
+
+        class Handler(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        return urllib.request.build_opener(Handler)
+
+
+def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
+    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, headers, body) of a 2xx or 3xx answer;
+    429/503 waited out (``Retry-After``), other 5xx and lost connections tried again within ``retry_seconds``;
+    a refusal said in one line naming ``url``."""
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    from .inflight import count
+    from .objects import RETRY_SECONDS, TIMEOUT
+
+    retry_seconds = float(options.get("retry_seconds", RETRY_SECONDS))
+    timeout = float(options.get("timeout", TIMEOUT))
+    headers = {"User-Agent": user_agent()}
+    secret = token(options)
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    start, tries = time.monotonic(), 0
+    while True:
+        t0 = time.perf_counter()
+        try:
+            with _NoRedirect().open(urllib.request.Request(where, method=method, headers=headers),
+                                    timeout=timeout) as r:
+                status, got, body = r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as exc:   # (a redirect not followed comes here too)
+            status, got, body = exc.code, dict(exc.headers or {}), b""
+            if 300 <= status < 400:
+                count(1, wait_s=time.perf_counter() - t0)
+                return status, got, body
+        except (OSError, http.client.HTTPException) as exc:   # (refused, reset, cut mid-answer, timed out)
+            status, got, body = None, {}, str(getattr(exc, "reason", exc)) or type(exc).__name__
+        count(1, wait_s=time.perf_counter() - t0, retries=int(tries > 0))
+        if status is not None and status < 400:
+            return status, got, body
+        if status is not None and status < 500 and status not in (408, 429):
+            raise RemoteError(url, _refusal(status, got, url, what, bool(secret)))
+        tries += 1
+        wait = _retry_after(got.get("Retry-After")) if status in (429, 503) else min(0.25 * 2 ** tries, 5.0)
+        if time.monotonic() - start + wait > retry_seconds:
+            said = f"answered {status}" if status else f"did not answer ({body})"
+            raise RemoteError(url, f"the Hub {endpoint(options)} {said} for {retry_seconds:g} s ({tries} tries)")
+        log.debug("%s: the Hub answered %s; again in %.1f s", url, status or body, wait)
+        time.sleep(wait)
+
+
+def _retry_after(value: str | None) -> float:
+    if not value:
+        return 1.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        import email.utils
+
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time()) if when else 1.0
+
+
+def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) -> str:
+    code = {k.lower(): v for k, v in headers.items()}.get("x-error-code", "")
+    repo = HubPath.of(url).repo_url
+    if status == 401 or (status == 403 and not with_token):
+        return f"access denied: {repo} is gated or private, and no token was given: {TOKEN_HINT}"
+    if status == 403:
+        return f"access denied: the token given may not read {repo} (403 {code}): ask for access on its page"
+    if code == "RepoNotFound":
+        return f"no such repository on the Hub ({repo})"
+    if code == "RevisionNotFound":
+        return f"no such revision of {repo} ({HubPath.of(url).revision})"
+    if status == 404:
+        return f"no such file or folder: {what}"
+    return f"the Hub refused it ({status} {code})".rstrip()
+
+
+# -- revisions: one commit per run -------------------------------------------------------------------------------
+_PINS: dict[str, str] = {}
+_PINS_LOCK = threading.Lock()
+
+
+def commit_of(hp: HubPath, options: dict) -> str:
+    """The commit ``hp``'s revision is at: asked once a process (a commit id is its own)."""
+    rev = hp.revision or "main"
+    if _COMMIT.match(rev):
+        return rev
+    key = f"hf://{HubPath(hp.kind, hp.repo, hp.revision, '').root}"
+    with _PINS_LOCK:
+        if key in _PINS:
+            return _PINS[key]
+    sha = _ask_commit(hp, rev, options)
+    with _PINS_LOCK:
+        return _PINS.setdefault(key, sha)
+
+
+def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
+    import json
+
+    api = f"{endpoint(options)}/api/{hp.kind}/{hp.repo}/revision/{quote(rev, safe='')}"
+    _, _, body = call(hp.at(rev), api, options, what=f"revision {rev}")
+    try:
+        sha = json.loads(body)["sha"]
+    except (ValueError, KeyError, TypeError):
+        raise RemoteError(hp.repo_url, f"the Hub's answer for revision {rev} names no commit") from None
+    if not isinstance(sha, str) or not _COMMIT.match(sha):
+        raise RemoteError(hp.repo_url, f"the Hub's answer for revision {rev} names no commit ({sha!r})")
+    return sha
+
+
+def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None:
+    """Read the revisions ``pins`` names (a resumed run's, from :func:`pinned_revisions`) at their commits, and
+    say in one line each revision that has moved since; None: forget the revisions resolved before."""
+    if pins is None:
+        with _PINS_LOCK:
+            _PINS.clear()
+    for key, sha in (pins or {}).items():
+        hp = HubPath.of(f"{key}/")
+        try:
+            now = _ask_commit(hp, hp.revision or "main", dict(options or {}))
+        except RemoteError as exc:
+            now = None
+            log.debug("%s", exc)
+        if now != sha:
+            log.warning("%s has moved since the run began (%s, now %s): the resumed run reads %s, as it began",
+                        key, sha[:12], now[:12] if now else "not found", sha[:12])
+        with _PINS_LOCK:
+            _PINS[key] = sha
+
+
+def pinned_revisions() -> dict[str, str]:
+    """The revisions this process resolved: ``{"hf://datasets/ORG/NAME@main": commit}``."""
+    with _PINS_LOCK:
+        return dict(_PINS)
+
+
+def pinned(url: str, options: dict | None) -> str:
+    """``url`` with its revision replaced by the commit it is at."""
+    hp = HubPath.of(url)
+    return hp.at(commit_of(hp, dict(options or {})))
+
+
+def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
+    """The files under ``prefix`` of the repository ``url`` names, at its revision: the Hub's tree, recursive,
+    in the pages it answers (each naming the next: ``Link: <...>; rel="next"``)."""
+    import json
+
+    options = dict(options or {})
+    hp = HubPath.of(url)
+    rev = hp.revision or "main"
+    folder = prefix.strip("/")
+    where = (f"{endpoint(options)}/api/{hp.kind}/{hp.repo}/tree/{quote(rev, safe='')}"
+             f"{'/' + quote(folder) if folder else ''}?recursive=true")
+    keys: list[str] = []
+    while where:
+        try:
+            _, headers, body = call(url, where, options, what=f"{folder}/ at {rev}")
+        except RemoteError as exc:
+            if folder and "no such file or folder" in exc.problem:
+                return keys   # (nothing there: a glob that matches nothing)
+            raise
+        try:
+            keys += [e["path"] for e in json.loads(body) if e.get("type") == "file"]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise RemoteError(url, f"the Hub's listing of {folder or 'the repository'} is not a list of files") \
+                from None
+        link = {k.lower(): v for k, v in headers.items()}.get("link", "")
+        nxt = re.search(r'<([^>]+)>\s*;\s*rel="next"', link)
+        where = urljoin(where, nxt.group(1)) if nxt else None
+    return keys
+
+
+# -- a file's bytes: the redirect's target kept ------------------------------------------------------------------
+class _Target:
+    """Where a file's bytes are (the resolve URL's redirect), and the http stores reading it, by timeout."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stores: dict[float, object] = {}
+
+
+#: The option a worker is handed a file's storage URL in (by :meth:`HubObject.state`; taken out before any use).
+HANDED = "resolved_url"
+_TARGETS: dict[tuple[str, str], _Target] = {}
+_TARGETS_LOCK = threading.Lock()
+_RESOLVING: dict[tuple[str, str], threading.Lock] = {}
+
+
+class HubObject(RemoteObject):
+    """A file on the Hub, read at one commit by range requests to the storage its resolve URL redirects to."""
+
+    worker_modules = ("obstore", "trajscale.storage.hub")
+
+    def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
+        self.hub_path = HubPath.of(url)
+        options = dict(current_options() if options is None else options)
+        handed = options.pop(HANDED, None)
+        super().__init__(url, options, identity)
+        self.commit = identity.version if identity is not None else None
+        if isinstance(handed, str) and self.commit is not None:
+            with _TARGETS_LOCK:
+                _TARGETS.setdefault(self._kept_as, _Target(handed))
+
+    def state(self) -> dict:
+        """As a remote object's, with the storage URL its resolve URL redirected to: a worker reads it directly."""
+        state = super().state()
+        with _TARGETS_LOCK:
+            kept = _TARGETS.get(self._kept_as) if self.commit is not None else None
+        if kept is not None:
+            state["storage_options"] = {**(state["storage_options"] or {}), HANDED: kept.url}
+        return state
+
+    def _store(self, timeout: float):
+        return None   # (the store is the redirect's target's, asked at the first read)
+
+    def fetch_head(self) -> tuple[Identity, bytes]:
+        ident, head = super().fetch_head()
+        return Identity(ident.etag, ident.size, self.commit), head
+
+    @property
+    def resolve_url(self) -> str:
+        hp = self.hub_path
+        if self.commit is None:
+            self.commit = commit_of(hp, self.options)
+        kind = "" if hp.kind == "models" else hp.kind + "/"
+        return f"{endpoint(self.options)}/{kind}{hp.repo}/resolve/{self.commit}/{quote(hp.path)}"
+
+    @property
+    def _kept_as(self) -> tuple[str, str]:
+        """What the file's storage URL is kept under: its resolve URL, and (a digest of) the token that asked."""
+        import hashlib
+
+        return self.resolve_url, hashlib.sha256((token(self.options) or "").encode()).hexdigest()[:16]
+
+    def _send(self, options: dict, timeout: float):
+        import obstore
+
+        options.pop("version", None)   # (the commit is in the resolve URL)
+        target = self._target(None)
+        try:
+            return obstore.get(self._target_store(target, timeout), "", options=options)
+        except Exception as exc:   # noqa: BLE001 - a refused target is asked for again, once; the rest classified
+            if classify(exc).kind not in ("denied", "unauthenticated", "missing"):
+                raise
+            log.debug("%s: its storage URL was refused (%s): resolved again", self.url, classify(exc).problem)
+            target = self._target(target)
+            return obstore.get(self._target_store(target, timeout), "", options=options)
+
+    def _target(self, refused: _Target | None) -> _Target:
+        """The file's storage URL: kept by the process; resolved when none is kept, or ``refused`` is."""
+        key = self._kept_as
+        with _TARGETS_LOCK:
+            kept = _TARGETS.get(key)
+            if kept is not None and kept is not refused:
+                return kept
+            lock = _RESOLVING.setdefault(key, threading.Lock())
+        with lock:   # (one resolve at a time a file: requests waiting for it take its answer)
+            with _TARGETS_LOCK:
+                kept = _TARGETS.get(key)
+            if kept is not None and kept is not refused:
+                return kept
+            target = _Target(self._resolve(self.resolve_url))
+            with _TARGETS_LOCK:
+                _TARGETS[key] = target
+                while len(_TARGETS) > 4096:
+                    _TARGETS.pop(next(iter(_TARGETS)))
+            return target
+
+    def _resolve(self, where: str) -> str:
+        for _ in range(4):   # (a relative redirect is the Hub's own: a renamed repository)
+            status, headers, _ = call(self.url, where, self.options, "HEAD", self.hub_path.path)
+            location = {k.lower(): v for k, v in headers.items()}.get("location")
+            if status < 300 or not location:
+                return where   # (a small file: the Hub serves its bytes itself)
+            if "://" in location:
+                return location
+            where = urljoin(where, location)
+        raise RemoteError(self.url, "the Hub redirected its resolve URL in a loop")
+
+    def _target_store(self, target: _Target, timeout: float):
+        store = target.stores.get(timeout)
+        if store is None:
+            trust = trusted_bundle(self._own)
+            client = {"user_agent": user_agent(), **_client(target.url, self._client, timeout, trust)}
+            if target.url.startswith(endpoint(self.options)) and token(self.options):
+                client["default_headers"] = {"Authorization": f"Bearer {token(self.options)}"}
+            store = target.stores[timeout] = _build("http", target.url, {}, client, timeout)
+        return store
+
+
+__all__ = ["HubObject", "HubPath", "commit_of", "list_tree", "pin_revisions", "pinned", "pinned_revisions"]

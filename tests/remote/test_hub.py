@@ -1,0 +1,181 @@
+"""mdCATH on the Hugging Face Hub, ``hf://``, against the suite's Hub server (tests.remote.hub_server): the official
+client (``huggingface_hub``) reads it as it reads the Hub; a run over a glob of a repository's domains gives the
+bytes a run over the local files gives, reads every file at the commit its branch was at, pays each file's
+redirect once whatever the number of ranges, and keeps to the Hub's manners (a token, 429s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import MDAnalysis as mda
+import pytest
+from MDAnalysisTests import datafiles as D
+
+from tests.conftest import run_cli, run_cli_here
+from trajscale.testing.mdcath import from_universe
+
+from .hub_server import TOKEN, HubServer
+
+pytestmark = pytest.mark.remote
+REPO = "compsciencelab/mdcath"
+DOMAINS = ("1adkA00", "2adkB01", "3adkC02")
+GLOB = f"hf://datasets/{REPO}@main/data/mdcath_dataset_*.h5"
+
+
+@pytest.fixture(scope="module")
+def domains(tmp_path_factory) -> Path:
+    """Three mdCATH-layout files (DCD's atoms, members of a few frames each), in ``data/`` of a folder."""
+    folder = tmp_path_factory.mktemp("mdcath-hub") / "data"
+    folder.mkdir()
+    u = mda.Universe(D.PSF, D.DCD)
+    for i, domain in enumerate(DOMAINS):
+        from_universe(folder / f"mdcath_dataset_{domain}.h5", u, domain=domain, n_frames=(4 + i, 3, 5), seed=i)
+    return folder
+
+
+def publish(hub: HubServer, domains: Path, name: str = REPO, **kw) -> str:
+    files = {f"data/{p.name}": p for p in sorted(domains.iterdir())}
+    files["README.md"] = b"# mdCATH (the suite's copy)\n"
+    return hub.commit(name, files, **kw)
+
+
+@pytest.fixture
+def hub(domains):
+    with HubServer(page=2) as server:
+        publish(server, domains)
+        yield server
+
+
+def ramachandran(where: str, out: Path, *more: str, env: dict | None = None, here: bool = True):
+    args = ("run", "ramachandran", "--ensemble", where, "--sincos", "--out", str(out), *more)
+    # (in the output's folder: an ensemble's results folder is made where it runs)
+    return run_cli_here(*args, env=env, cwd=out.parent) if here else run_cli(*args, env=env, cwd=out.parent)
+
+
+@pytest.fixture(scope="module")
+def local_result(domains, tmp_path_factory) -> bytes:
+    out = tmp_path_factory.mktemp("local") / "local.parquet"
+    got = ramachandran(str(domains / "mdcath_dataset_*.h5"), out)
+    assert got.returncode == 0, got.stderr
+    return out.read_bytes()
+
+
+@pytest.mark.cli
+def test_the_official_client_reads_the_test_hub(hub, domains, tmp_path):
+    """``huggingface_hub`` against the server, as against the Hub: the tree listed in pages, a file downloaded
+    (its commit and sha256 as the server says), and ranges read through ``HfFileSystem``."""
+    pytest.importorskip("huggingface_hub")
+    script = f"""
+import json, sys
+from huggingface_hub import HfApi, HfFileSystem, hf_hub_download
+api = HfApi()
+tree = [(f.path, getattr(f, "size", None)) for f in api.list_repo_tree({REPO!r}, repo_type="dataset", recursive=True)]
+path = hf_hub_download({REPO!r}, "data/mdcath_dataset_{DOMAINS[1]}.h5", repo_type="dataset", cache_dir=sys.argv[1])
+fs = HfFileSystem()
+with fs.open("datasets/{REPO}@main/data/mdcath_dataset_{DOMAINS[2]}.h5", "rb", block_size=4096) as f:
+    f.seek(100_000)
+    middle = f.read(5000)
+    head = fs.read_block("datasets/{REPO}/data/mdcath_dataset_{DOMAINS[0]}.h5", 10, 90)
+info = api.dataset_info({REPO!r}, revision="main")
+print(json.dumps({{"tree": tree, "path": path, "middle": middle.hex(), "head": head.hex(), "sha": info.sha}}))
+"""
+    got = subprocess.run([sys.executable, "-c", script, str(tmp_path / "cache")], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **hub.env()})
+    assert got.returncode == 0, got.stderr[-3000:]
+    said = json.loads(got.stdout.strip().splitlines()[-1])
+    files = sorted(domains.iterdir())
+    want = [("README.md", 28), ("data", None)] + [(f"data/{p.name}", p.stat().st_size) for p in files]
+    assert [(p, s if p != "data" else None) for p, s in said["tree"]] == want
+    assert hub.requests >= 3   # (5 entries, 2 a page: three pages)
+    assert Path(said["path"]).read_bytes() == files[1].read_bytes()
+    assert said["sha"] == hub.repos[("datasets", REPO)].refs["main"]
+    assert f"/snapshots/{said['sha']}/" in said["path"]
+    assert bytes.fromhex(said["middle"]) == files[2].read_bytes()[100_000:105_000]
+    assert bytes.fromhex(said["head"]) == files[0].read_bytes()[10:100]
+
+
+def test_a_glob_over_a_repository_lists_its_tree_at_one_commit(hub, domains):
+    """The tree asked for recursively, page after page; the matches named at the commit ``main`` is at."""
+    from trajscale.storage.hub import pin_revisions
+    from trajscale.storage.location import Location
+
+    pin_revisions()
+    sha = hub.repos[("datasets", REPO)].refs["main"]
+    before = hub.requests
+    found = Location.glob(GLOB, {"endpoint_url": hub.endpoint})
+    assert [m.where for m in found] == [f"hf://datasets/{REPO}@{sha}/data/mdcath_dataset_{d}.h5" for d in DOMAINS]
+    assert hub.requests - before == 1 + 2   # the revision, then the tree: 4 entries below data/, 2 a page
+    assert found[1].read() == (domains / f"mdcath_dataset_{DOMAINS[1]}.h5").read_bytes()
+
+
+@pytest.mark.parametrize("executor", ["serial", pytest.param("processes", marks=pytest.mark.cli)])
+def test_a_run_over_the_hub_gives_the_local_runs_bytes(hub, domains, local_result, tmp_path, executor):
+    """``trajscale run ramachandran --ensemble "hf://.../mdcath_dataset_*.h5"``: the local run's output, byte for
+    byte; the report names the commit; each file's resolve URL asked at most twice (the preparation's and a
+    worker's), whatever the number of ranges, which go straight to the storage."""
+    more = ("--executor", "processes", "-n", "2") if executor == "processes" else ()
+    sha = hub.repos[("datasets", REPO)].refs["main"]
+    out, report = tmp_path / "hub.parquet", tmp_path / "report.json"
+    got = ramachandran(GLOB, out, "--report", str(report), *more, env={**os.environ, **hub.env()},
+                       here=executor == "serial")
+    assert got.returncode == 0, got.stderr
+    assert out.read_bytes() == local_result
+    assert json.loads(report.read_text())["ensemble"]["revisions"] == {f"hf://datasets/{REPO}@main": sha}
+    resolves = {k: v for k, v in hub.resolves.items() if k.endswith(".h5")}
+    assert sorted(resolves) == [f"{REPO}/data/mdcath_dataset_{d}.h5" for d in DOMAINS]
+    assert max(resolves.values()) <= 2, resolves
+    assert hub.ranges > 3 * sum(resolves.values()), (hub.ranges, resolves)
+
+
+def test_a_gated_repository_wants_a_token_and_never_shows_it(hub, domains, local_result, tmp_path):
+    """Without a token: one line naming the repository and how to give one. With ``HF_TOKEN``: the run; the
+    token is nowhere in what it prints or writes, nor sent to the storage."""
+    gated = "compsciencelab/mdcath-gated"
+    publish(hub, domains, gated, gated=True)
+    where = f"hf://datasets/{gated}/data/mdcath_dataset_*.h5"
+    refused = ramachandran(where, tmp_path / "no.parquet", env={**os.environ, **hub.env()})
+    assert refused.returncode != 0
+    said = refused.stderr.strip()
+    assert "\n" not in said and "Traceback" not in said, said
+    assert f"hf://datasets/{gated}" in said and "HF_TOKEN" in said, said
+    out, report, results = tmp_path / "yes.parquet", tmp_path / "report.json", tmp_path / "results"
+    got = ramachandran(where, out, "--report", str(report), "--results", str(results), "-v",
+                       env={**os.environ, **hub.env(HF_TOKEN=TOKEN)})
+    assert got.returncode == 0, got.stderr
+    assert out.read_bytes() == local_result
+    written = [p.read_bytes() for p in (report, *results.rglob("*")) if p.is_file()]
+    for text in (got.stdout.encode(), got.stderr.encode(), *written):
+        assert TOKEN.encode() not in text
+    assert hub.authorizations == []   # (the storage's signed URLs need none: the token stays with the Hub)
+
+
+def test_throttled_every_fifth_request_the_run_completes_the_same(domains, local_result, tmp_path):
+    """``429`` with ``Retry-After: 1`` on every 5th request, of the Hub and its storage: waited out."""
+    with HubServer(throttle_every=5, retry_after=1) as hub:
+        publish(hub, domains)
+        out = tmp_path / "throttled.parquet"
+        got = ramachandran(GLOB, out, env={**os.environ, **hub.env()})
+        assert got.returncode == 0, got.stderr
+        assert hub.throttled >= 2, hub.throttled
+    assert out.read_bytes() == local_result
+
+
+def test_a_branch_moved_before_a_resume_is_said_and_the_runs_commit_read(hub, domains, local_result, tmp_path):
+    """``--resume`` after ``main`` moved: one line says so, and the commit the run began with is read again."""
+    results = tmp_path / "results"
+    first = ramachandran(GLOB, tmp_path / "first.parquet", "--results", str(results),
+                         env={**os.environ, **hub.env()})
+    assert first.returncode == 0, first.stderr
+    began = hub.repos[("datasets", REPO)].refs["main"]
+    moved = hub.commit(REPO, {f"data/mdcath_dataset_{DOMAINS[0]}.h5": domains / f"mdcath_dataset_{DOMAINS[1]}.h5",
+                              "data/mdcath_dataset_9xyzA00.h5": domains / f"mdcath_dataset_{DOMAINS[2]}.h5"})
+    again = ramachandran(GLOB, tmp_path / "again.parquet", "--results", str(results), "--resume",
+                         env={**os.environ, **hub.env()})
+    assert again.returncode == 0, again.stderr
+    lines = [line for line in again.stderr.splitlines() if "moved" in line]
+    assert len(lines) == 1 and began[:12] in lines[0] and moved[:12] in lines[0], again.stderr
+    assert (tmp_path / "again.parquet").read_bytes() == local_result
