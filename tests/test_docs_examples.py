@@ -346,3 +346,16 @@ def test_tutorial_runs_as_shown(tmp_path, forked_cpu):
     line = proc.stdout.strip()
     assert line.startswith(f"RMSD {ref[:, 2].max():.2f} Å at most") and line in text, line
     assert (tmp_path / "md-analysis.png").stat().st_size > 10_000
+
+
+def test_the_ml_page_trains_through_make_loader():
+    """docs/ml.md builds every loader with make_loader, whose workers start by the rule every worker of trajscale
+    starts by; where it names a plain DataLoader it says why not to train through one (torch forks its workers
+    whatever this process holds)."""
+    text = (ROOT / "docs" / "ml.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert code and all("DataLoader(" not in c for c in code) and any("make_loader(" in c for c in code)
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    for part in re.split(r"\n(?=\* )|\n\n", prose):
+        if "DataLoader(" in part:
+            assert "make_loader" in part and "fork" in part, part

@@ -187,16 +187,16 @@ def quiet_failed_heartbeats() -> None:
 def _workers_forked():
     """A LocalCluster's worker processes started as :func:`~trajscale.pools.choose_start_method` says, never
     forked from this process (Dask's event loop runs in a thread by then); a forkserver that has imported
-    ``distributed`` starts them at half the CPU of spawn.  A Dask config naming another method is kept."""
+    ``distributed`` starts them at half the CPU of spawn.  A method the Dask configuration names passes the same
+    rule (``fork`` is refused in one line); ``spawn``, Dask's default, is left to the rule."""
     import dask
 
     from .pools import choose_start_method
 
     key = "distributed.worker.multiprocessing-method"
-    if dask.config.get(key) != "spawn":
-        yield
-        return
-    method = choose_start_method(late=True, unforkable="Dask's event loop runs in a thread of this process")
+    named = dask.config.get(key)
+    method = choose_start_method(None if named == "spawn" else named, late=True, asked_by=f"Dask's {key}",
+                                 unforkable="Dask's event loop runs in a thread of this process")
     with dask.config.set({key: method}):
         yield
 

@@ -22,7 +22,7 @@ from .util import main_not_reimported, raise_if_stopped
 
 __all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe",
            "fork_refusal", "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker",
-           "sigint_blocked", "stop_workers"]
+           "sigint_blocked", "stop_workers", "worker_context"]
 
 
 def fork_is_safe() -> bool:
@@ -115,20 +115,22 @@ def holds_unforkable(writing_only: bool = False) -> str | None:
     return " and ".join(held) or None
 
 
-def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None) -> str:
+def choose_start_method(requested: str | None = None, *, late: bool = False, unforkable: str | None = None,
+                        asked_by: str = "start_method") -> str:
     """How the workers of a pool started now start: the one rule for every worker process trajscale makes.
 
-    ``requested``, else ``$TRAJSCALE_START_METHOD``, else fork where :func:`fork_refusal` finds no reason not to,
-    else forkserver (spawn where there is none).  ``late``: the job is prepared, and a forkserver serves it more
-    cheaply: not forked unless asked for.  ``unforkable``: why forking will be unsafe when the workers start (a Dask
-    event loop's thread).  An explicit ``fork`` where it is unsafe is refused in one line, not obeyed."""
+    ``requested`` (``asked_by`` names where it was asked, for the refusal), else ``$TRAJSCALE_START_METHOD``, else
+    fork where :func:`fork_refusal` finds no reason not to, else forkserver (spawn where there is none).  ``late``:
+    the job is prepared, and a forkserver serves it more cheaply: not forked unless asked for.  ``unforkable``: why
+    forking will be unsafe when the workers start (a Dask event loop's thread).  An explicit ``fork`` where it is
+    unsafe is refused in one line, not obeyed."""
     method = requested or os.environ.get("TRAJSCALE_START_METHOD") or None
     if method is not None:
-        check_start_method(method)
+        check_start_method(method, asked_by if requested else "TRAJSCALE_START_METHOD")
         if method == "fork":
             why = unforkable or fork_refusal()
             if why is not None:
-                named = "start_method='fork'" if requested else "TRAJSCALE_START_METHOD=fork"
+                named = f"{asked_by}='fork'" if requested else "TRAJSCALE_START_METHOD=fork"
                 raise ConfigError(f"{named} refused: {why} (a forked worker could crash or hang); "
                                   f"choose {_not_fork()}, or leave the start method unset")
         return method
@@ -148,15 +150,21 @@ def _stop_progress_monitors() -> None:
                 t.exit()
 
 
-def check_start_method(method: str) -> None:
+def check_start_method(method: str, asked_by: str = "start method") -> None:
     """Refuse, in one line, a start method this platform does not have (its safety is judged at the start)."""
     methods = mp.get_all_start_methods()
     if method not in methods:
-        raise ConfigError(f"start method {method!r} is not available here; choose one of {', '.join(methods)}")
+        raise ConfigError(f"{asked_by} {method!r} is not available here; choose one of {', '.join(methods)}")
 
 
 def _not_fork() -> str:
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+def worker_context(requested: str | None = None):
+    """A ``multiprocessing`` context whose processes start by :func:`choose_start_method`'s rule, judged now: for
+    the workers that are not a pool's (the probe's readers), so no module picks a start method of its own."""
+    return mp.get_context(choose_start_method(requested))
 
 
 @contextlib.contextmanager
@@ -169,8 +177,8 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
     forkserver imports ``preload`` once; ``initializer`` is :func:`quiet_worker` or one that calls it."""
     from concurrent.futures import ProcessPoolExecutor
 
-    method = choose_start_method(start_method)
-    ctx = mp.get_context(method)
+    ctx = worker_context(start_method)
+    method = ctx.get_start_method()
     if method == "forkserver":
         if preload:
             ctx.set_forkserver_preload(list(preload))

@@ -15,6 +15,28 @@ from tests.report.test_predict import _serial
 from trajscale.report.machine import Machine
 
 
+def test_the_probes_workers_start_by_the_rule(monkeypatch):
+    """The process the probe moves pickled arrays to starts as every worker of trajscale does: a fork asked
+    for while another thread runs here is refused in one line, not obeyed; a forkserver's worker measures."""
+    import threading
+
+    from trajscale.errors import ConfigError
+    from trajscale.report.probe import transfer_s_per_byte
+
+    monkeypatch.setenv("TRAJSCALE_START_METHOD", "fork")
+    stop = threading.Event()
+    running = threading.Thread(target=stop.wait)
+    running.start()
+    try:
+        with pytest.raises(ConfigError, match="^TRAJSCALE_START_METHOD=fork refused: .*other thread"):
+            transfer_s_per_byte(nbytes=8, rounds=1)
+    finally:
+        stop.set()
+        running.join()
+    monkeypatch.setenv("TRAJSCALE_START_METHOD", "forkserver")
+    assert 0 < transfer_s_per_byte(nbytes=64 * 1024, rounds=2) < 1e-3
+
+
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.cli
 def test_probe_writes_a_profile_that_predict_accepts(tmp_path):

@@ -160,3 +160,28 @@ def test_a_local_clusters_workers_drop_failed_heartbeat_tracebacks():
         made.close()
     assert len(dropped) == 2 and not any(dropped.values()), dropped
     assert all(kept.values()), kept
+
+
+def test_a_start_method_the_dask_configuration_names_passes_the_rule(monkeypatch, adk_vacuum, adk_vacuum_h5md):
+    """The Dask configuration's start method for a LocalCluster's workers passes the rule every worker process
+    starts by: ``fork``, unsafe once Dask's event loop runs in a thread here, is refused in one line before a
+    worker starts (from Python and on the command line, exit status 2); a method this platform lacks likewise."""
+    import dask
+
+    from tests.conftest import run_cli_here
+    from trajscale.clusters import dask_cluster
+    from trajscale.errors import ConfigError
+
+    monkeypatch.delenv("TRAJSCALE_START_METHOD", raising=False)
+    key = "distributed.worker.multiprocessing-method"
+    with dask.config.set({key: "fork"}):
+        with pytest.raises(ConfigError) as caught:
+            dask_cluster(1)
+        proc = run_cli_here("run", "rmsd", adk_vacuum[0], adk_vacuum_h5md, "--executor", "dask", "-n", "1",
+                            "--no-progress")
+    said = str(caught.value)
+    assert said.startswith(f"Dask's {key}='fork' refused: Dask's event loop runs in a thread of this process")
+    assert "\n" not in said and "choose forkserver" in said
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"trajscale run: error: {said}"], proc
+    with dask.config.set({key: "nope"}), pytest.raises(ConfigError, match=f"^Dask's {key} 'nope' is not available"):
+        dask_cluster(1)

@@ -6,7 +6,6 @@ open and stat latency, each executor's fresh worker start, and the cost per byte
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import socket
 import subprocess
@@ -106,9 +105,9 @@ def _concurrent_read(path: str, size: int, k: int, block: int, seconds: float, c
     """Aggregate bytes/s of ``k`` processes reading disjoint parts of ``path`` at once, and the bytes read."""
     if cold and not direct:
         _drop_cache(path)
-    from ..pools import choose_start_method
+    from ..pools import worker_context
 
-    ctx = mp.get_context(choose_start_method())   # fork only where this process may
+    ctx = worker_context()   # fork only where this process may
     part = (size // k) // block * block or size // k
     barrier, queue = ctx.Barrier(k), ctx.Queue()
     procs = [ctx.Process(target=_reader, daemon=True,
@@ -189,7 +188,9 @@ def transfer_s_per_byte(nbytes: int = TRANSFER_BYTES, rounds: int = TRANSFER_ROU
     sends a task (pickle, write, read, unpickle): half the median round trip over the bytes."""
     import numpy as np
 
-    ctx = mp.get_context("spawn")
+    from ..pools import worker_context
+
+    ctx = worker_context()
     ours, theirs = ctx.Pipe()
     worker = ctx.Process(target=_echo, args=(theirs,), daemon=True)
     worker.start()
