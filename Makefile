@@ -34,6 +34,10 @@ export CYTHON_CACHE_DIR ?= $(HOME)/.cache/cython
 WORKERS := $(shell echo $$(( $$(nproc) + 2 )))
 PYTEST := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONDONTWRITEBYTECODE= OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
+# The import contracts in pyproject.toml ([tool.importlinter]) are checked first, on this tree's sources: a broken
+# layer is named in a second, before the tests start.
+LINT_IMPORTS := PYTHONPATH="$(CURDIR)/src" $(VENV)/bin/lint-imports --no-logo
+
 .PHONY: env demo test check docs bench clean
 
 env: $(STAMP)
@@ -45,9 +49,11 @@ demo: env
 	$(VENV)/bin/trajscale demo
 
 test: env
+	$(LINT_IMPORTS)
 	$(PYTEST) --durations=30 tests
 
 check: env
+	$(LINT_IMPORTS)
 	$(PYTEST) -m "not mpi and not slow and not tool" tests
 
 docs: env
@@ -59,4 +65,4 @@ bench: env
 	$(PY) benchmarks/cold.py
 
 clean:
-	rm -rf demo-output .pytest_cache docs/_build docs/generated
+	rm -rf demo-output .pytest_cache .import_linter_cache docs/_build docs/generated

@@ -1,7 +1,7 @@
 """One implementation of each parallel mechanism, behind the executor registry.
 
 * Process pools are made in one module of ``src/`` (:mod:`trajscale.pools`), Dask clusters and
-  clients in one (:mod:`trajscale.clusters`): checked on the source, as tests/test_layers.py does.
+  clients in one (:mod:`trajscale.clusters`): tests/test_guards.py checks it on the source.
 * Adding an executor takes its module, one registry entry and a conformance subclass: a test-only
   executor registered here runs ``trajscale run``, ``convert`` and ``pack`` (in this process), its
   own option on each command line, and gives serial's results.
@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import ast
 import csv
 import signal
 from pathlib import Path
@@ -28,24 +27,6 @@ from . import toy_executor
 from .toy_executor import TRAITS, ToyExecutor
 
 PKG = Path(ts.__file__).resolve().parent
-
-
-def _calls_of(names_: set[str]) -> dict[str, list[str]]:
-    """Module -> ``name(`` calls (a plain name or an attribute) of ``names_`` in it, over src/trajscale."""
-    out: dict[str, list[str]] = {}
-    for path in sorted(PKG.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call):
-                f = node.func
-                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-                if name in names_:
-                    out.setdefault(str(path.relative_to(PKG)), []).append(f"{name}:{node.lineno}")
-    return out
-
-
-def test_process_pools_are_made_in_one_module():
-    made = _calls_of({"ProcessPoolExecutor", "Pool"})
-    assert list(made) == ["pools.py"], made
 
 
 def test_a_forkserver_pools_workers_see_the_environment_as_it_is_now(monkeypatch):
@@ -66,18 +47,6 @@ def test_a_forkserver_pools_workers_see_the_environment_as_it_is_now(monkeypatch
     assert pool_sees("TRAJSCALE_TEST_LATE_VARIABLE") is None   # (the forkserver runs from here on)
     monkeypatch.setenv("TRAJSCALE_TEST_LATE_VARIABLE", "set after the forkserver started")
     assert pool_sees("TRAJSCALE_TEST_LATE_VARIABLE") == "set after the forkserver started"
-
-
-def test_dask_clusters_and_clients_are_made_in_one_module():
-    made = _calls_of({"LocalCluster", "Client", "SLURMCluster", "SpecCluster"})
-    assert list(made) == ["clusters.py"], made
-
-
-def test_the_finder_finds_a_pool_in_a_module(tmp_path):
-    tree = ast.parse("import concurrent.futures as cf\np = cf.ProcessPoolExecutor(2)\nfrom distributed import Client\n"
-                     "c = Client('tcp://a:1')\n")
-    calls = [n.func for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    assert {getattr(f, "attr", None) or getattr(f, "id", None) for f in calls} == {"ProcessPoolExecutor", "Client"}
 
 
 def test_auto_is_in_the_registry_and_picks_registered_executors():

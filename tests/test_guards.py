@@ -1,0 +1,563 @@
+"""What import-linter cannot see, read from the syntax tree of every module of src/trajscale.
+
+The imports themselves are contracts in pyproject.toml, checked by ``lint-imports`` (tests/test_layers.py runs it).
+These scans see what is not an import, in any spelling: an attribute read, ``getattr`` with its name, a string, a
+comparison of any form, a ``match`` case, a name bound to a constant of the module or imported from another.
+
+* ``where``: nothing above the bytes asks where they are: no read of a store's ``local_path`` or ``remote`` (nor
+  a location's ``local`` or ``store_class``) and no call of ``is_url``, ``is_local`` or ``scheme_of`` outside
+  ``storage/`` and ``hdf5/``.
+* ``upward``: no string that is a module path (``"trajscale.h5md.source"``, ``"..h5md.source:H5MDSource"``)
+  names a package on a higher floor of the floors contract, or one beside it.
+* ``names``: an executor's, a format's or a URL scheme's name is compared only in its homes: ``==``, ``!=``,
+  ``in``, ``is`` with a constant, a tuple, list, set or frozenset (one element too) or a dict's keys, a ``match``
+  case, ``startswith``/``endswith``/``split``..., in any case; a format's Source class in ``isinstance`` or a
+  comparison; two executors' names listed together.
+* ``workers``: worker processes start in pools.py and clusters.py only: no ``get_context``,
+  ``set_start_method``, ``ProcessPoolExecutor``, ``LocalCluster`` (nor multiprocessing's ``Pool`` or
+  ``Process``, distributed's ``Client``) anywhere else.
+
+A line that breaks a rule on purpose is allowed by its text in :data:`ALLOWED`, with why; never a whole file.
+An entry whose line is gone must leave the list."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "src" / "trajscale"
+
+_LAYOUT = "a Layout's own flag: the file is written for reads over a network (a choice of chunks), not where bytes are"
+_POLICY = "a policy point: what a URL is refused or told (outputs are local files; --follow watches a local file)"
+_INSPECT = "inspect reports a URL's requests and what tells a replacement: the report is about where the bytes are"
+_CACHE = "a node-local copy is made of bytes that are not a local file already (until the store says it has one)"
+_MDCATH = "mdCATH reads ahead where each read is a request (until the store says what a read costs)"
+_LOCATIONS = "the location module above the bytes: it asks the Location, for the policy points"
+_SCHEME_TABLE = "the scheme table's own functions (util.py, at the bottom, so every layer tells a URL alike)"
+_EXECUTOR_CLASSES = "the executor registry names each executor's class, imported when the executor is asked for"
+_CONVERT_RUNNERS = "the executor registry names each executor's convert runner, imported when a convert runs on it"
+_FORMAT_TRAITS = "the format table names each format's traits module, imported when files are matched"
+_SOURCE_EXPORTS = "sources exports the format Sources by name, imported on first use (a format registers upward)"
+_OTHER_SOURCES = "Sources made by kind, not matched from a file's bytes, named in the registry"
+_CLI_COMMAND = "the command line a subprocess runs (python -m), not an import"
+
+#: rule -> {"path: the line as written": why it may}. A line fixed leaves the list.
+ALLOWED: dict[str, dict[str, str]] = {
+    "where": {
+        "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not is_local(args.file):": _INSPECT,
+        "cli/inspect.py: if not is_local(args.file):": _INSPECT,
+        "cli/inspect.py: if store.local_path is not None:   # a local file: its costs as if it were behind a URL":
+            _INSPECT,
+        "cli/inspect.py: return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, "
+        "**reader)": _INSPECT,
+        "cli/options.py: if isinstance(value, str) and not is_local(value):": _POLICY,
+        "cli/options.py: if is_local(args.output):": "an interrupted output is looked for only in a local folder",
+        "run.py: remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing "
+        "opened yet": _POLICY,
+        "convert/options.py: if self.layout.remote:   # (only then: records of earlier runs, without it, still "
+        "match)": _LAYOUT,
+        "convert/rechunk.py: early = job.spec.layout.remote and not job.spec.layout.compression": _LAYOUT,
+        "h5md/layout.py: frames = (plan_remote_frames_per_chunk(n_atoms, itemsize) if self.remote": _LAYOUT,
+        "h5md/layout.py: if self.remote and self.chunks == \"auto\":   # chunks of equal frames: no mostly empty last "
+        "chunk": _LAYOUT,
+        "h5md/layout.py: return {\"meta_block_size\": METADATA_BLOCK_BYTES} if self.remote else {}": _LAYOUT,
+        "h5md/layout.py: return f\"chunks={self.chunks} compression={comp}\" + (\" layout=remote\" if self.remote "
+        "else \"\")": _LAYOUT,
+        "h5md/inspect.py: if store.local_path is None:": "HDF5 opens a local file by its path, an object through "
+                                                         "the store (until hdf5/ opens both)",
+        "mdcath/kept.py: if store.remote or not caches_enabled():": _CACHE,
+        "mdcath/source.py: if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:": _MDCATH,
+        "mdcath/source.py: if not checked and not store.remote:": _MDCATH,
+        "mdcath/source.py: if not self._store.remote:   # (where each read is a request: one more)": _MDCATH,
+        "mdcath/source.py: return self._store.remote": _MDCATH,
+        "ml/cache.py: if original.local_path is None:": _CACHE,
+        "ml/cache.py: return CachedStore(original.local_path, False, None)": _CACHE,
+        "ml/cache.py: if name not in _warned and original.local_path is not None:": _CACHE,
+        "ml/cache.py: if original.local_path is not None and (in_place or not cache_dir):": _CACHE,
+        "ml/cache.py: return CachedStore(original.local_path, False)": _CACHE,
+        "ml/cache.py: same_head = original.local_path is None or _as_store_error(original.first_bytes, 4096) == "
+        "b.read(4096)": _CACHE,
+        "sources/locations.py: return Location.of(location).local": _LOCATIONS,
+        "sources/locations.py: return str(where.beside(name)) if where.local and not os.path.isabs(name) else name":
+            _LOCATIONS,
+        "sources/registry.py: if store is not None and store.local_path is None:   # fetched bytes: told by their "
+        "first bytes and name": "fetched bytes are matched by their first bytes and name, a file by its own reader",
+        "util.py: return scheme_of(path) is not None": _SCHEME_TABLE,
+        "util.py: if is_url(path):": _SCHEME_TABLE,
+        "util.py: if is_url(os.fspath(path)):": _SCHEME_TABLE,
+    },
+    "upward": {
+        "analysis/__init__.py: _INTERNAL = {\"group\": (\"AnalysisGroup\", \".group\"), \"ensemble\": "
+        "(\"EnsembleAnalysis\", \"..ensemble.analysis\")}": "workers rebuild the engine's analyses by name, the "
+                                                             "ensemble's too",
+        "executor_registry.py: ExecutorTraits(\"auto\", \"trajscale.executors:choose_executor\",": _EXECUTOR_CLASSES,
+        "executor_registry.py: ExecutorTraits(\"serial\", \"trajscale.executors.serial:SerialExecutor\", \"every task "
+        "in this process\",": _EXECUTOR_CLASSES,
+        "executor_registry.py: ExecutorTraits(\"processes\", \"trajscale.executors.processes:ProcessExecutor\", \"a "
+        "local pool of worker processes\",": _EXECUTOR_CLASSES,
+        "executor_registry.py: ExecutorTraits(\"dask\", \"trajscale.executors.dask:DaskExecutor\",": _EXECUTOR_CLASSES,
+        "executor_registry.py: ExecutorTraits(\"mpi\", \"trajscale.executors.mpi:MPIExecutor\", \"the ranks of "
+        "mpiexec -n N trajscale ...\",": _EXECUTOR_CLASSES,
+        "executor_registry.py: ExecutorTraits(\"threads\", \"trajscale.executors.threads:ThreadExecutor\",":
+            _EXECUTOR_CLASSES,
+        "executor_registry.py: workers=\"one\", convert_runner=\"trajscale.convert.pool:run_serial\"),":
+            _CONVERT_RUNNERS,
+        "executor_registry.py: starts_on_demand=True, worker_imports=_BASE, convert_runner=\"trajscale.convert.pool:"
+        "run_processes\",": _CONVERT_RUNNERS,
+        "executor_registry.py: convert_runner=\"trajscale.convert.pool:run_dask\",": _CONVERT_RUNNERS,
+        "executor_registry.py: worker_imports=f\"from mpi4py import MPI; {_BASE}\", convert_runner=\"trajscale.convert"
+        ".pool:run_mpi\",": _CONVERT_RUNNERS,
+        "formats.py: kind=\"segments\", source=\"trajscale.sources.segments:SegmentedSource\", "
+        "formats=(\"SEGMENTS\",),": "the segments' Source is the framework's own, declared beside the format table",
+        "formats.py: \"trajscale.mdcath.traits:MDCATH\",": _FORMAT_TRAITS,
+        "formats.py: \"trajscale.h5md.traits:H5MD\",": _FORMAT_TRAITS,
+        "formats.py: \"trajscale.xdr.traits:XDR\",": _FORMAT_TRAITS,
+        "formats.py: \"trajscale.npy.traits:NPY\",": _FORMAT_TRAITS,
+        "formats.py: \"trajscale.mdareaders.traits:MDA_PART\",": _FORMAT_TRAITS,
+        "pools.py: storage = sys.modules.get(\"trajscale.storage\")": "asks whether this process has made requests, "
+                                                                      "without importing the URL clients",
+        "report/calibrate.py: cmd = [sys.executable, \"-m\", \"trajscale.cli.main\", *args, \"--executor\", "
+        "executor]": _CLI_COMMAND,
+        "whole_runs.py: return [found] if found else [sys.executable, \"-m\", \"trajscale.cli.main\"]": _CLI_COMMAND,
+        "sources/__init__.py: \"SOURCES\": _registry, \"Source\": \".base\", \"OpenRequest\": \".base\", "
+        "\"H5MDSource\": \"..h5md.source\",": _SOURCE_EXPORTS,
+        "sources/__init__.py: \"MDASource\": \"..mdareaders.universe\", \"XDRSource\": \"..xdr.source\", "
+        "\"MDAPartSource\": \"..mdareaders.part\",": _SOURCE_EXPORTS,
+        "sources/registry.py: \"mda\": \"..mdareaders.universe:MDASource\",": _OTHER_SOURCES,
+        "sources/registry.py: \"growing_h5md\": \"..h5md.follow:GrowingH5MDSource\",": _OTHER_SOURCES,
+        "sources/registry.py: \"ensemble\": \"..ensemble.source:EnsembleSource\",": _OTHER_SOURCES,
+    },
+    "names": {
+        "analysis/results.py: elif ext == \".npy\":": "a results file written as NumPy's .npy, not a trajectory",
+        "ml/pack.py: if name.endswith(\".npy\"):": "an .npz sample file's arrays, not a trajectory",
+        "tests/test_installed.py: @pytest.mark.parametrize(\"executor\", [\"serial\", \"processes\"])":
+            "the installed package's own test runs on these two executors",
+    },
+    "workers": {},
+}
+
+#: Where each rule's spellings belong (folders end with "/").
+WHERE_HOMES = ("storage/", "hdf5/")
+WORKER_HOMES = ("pools.py", "clusters.py")
+EXECUTOR_HOMES = ("executor_registry.py",)
+SCHEME_HOMES = ("storage/", "util.py")   # (util.py: the scheme table, at the bottom so every layer reads it alike)
+EVERY_FORMATS_HOMES = ("formats.py", "sources/registry.py")
+
+#: What tells where bytes are: a store's or a location's attributes, and the functions that ask.
+WHERE_ATTRS = frozenset({"local_path", "remote", "local", "store_class"})
+WHERE_FUNCS = frozenset({"is_url", "is_local", "scheme_of"})
+#: What starts worker processes; the second set only as a name of these modules.
+STARTERS = frozenset({"get_context", "set_start_method", "ProcessPoolExecutor", "LocalCluster", "SLURMCluster",
+                      "SpecCluster"})
+STARTERS_OF = frozenset({"Pool", "Process", "Client"})
+STARTER_MODULES = frozenset({"multiprocessing", "multiprocessing.pool", "multiprocessing.context", "distributed",
+                             "dask.distributed", "concurrent.futures"})
+#: String methods that test or cut a string by another.
+SNIFFERS = frozenset({"startswith", "endswith", "removeprefix", "removesuffix", "split", "rsplit", "partition",
+                      "rpartition", "find", "rfind", "index", "rindex", "count"})
+COMPARED = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
+MODULE_PATH = re.compile(r"(?:trajscale|\.+[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*(?::[A-Za-z_][\w.]*)?")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A line that breaks ``rule``: ``rel`` is its module's path in the package, ``text`` the line as written."""
+
+    rule: str
+    rel: str
+    line: int
+    text: str
+    what: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.rel}: {self.text}"
+
+    def __str__(self) -> str:
+        return f"{self.rel}:{self.line}: [{self.rule}] {self.what}: {self.text}"
+
+
+@dataclass
+class Module:
+    """One module's tree and the names it binds: constants (name -> the strings it stands for), modules
+    (``import multiprocessing as mp``: local name -> module) and imported names (local name -> (module, name))."""
+
+    rel: str
+    name: str
+    package: str
+    lines: list[str]
+    tree: ast.Module
+    consts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    modules: dict[str, str] = field(default_factory=dict)
+    imported: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def hit(self, rule: str, node: ast.AST, what: str) -> Hit:
+        return Hit(rule, self.rel, node.lineno, self.lines[node.lineno - 1].strip(), what)
+
+
+@functools.cache
+def _parse(text: str) -> ast.Module:
+    return ast.parse(text)
+
+
+def _resolve(package: str, level: int, module: str | None) -> str:
+    """The absolute name of a relative import (``level`` dots, then ``module``) in ``package``."""
+    parts = package.split(".")
+    base = parts[: len(parts) - (level - 1)] if level else []
+    return ".".join(base + ([module] if module else []))
+
+
+def read_tree(pkg: Path) -> list[Module]:
+    """Every module under ``pkg`` (a package named trajscale), with the constants each binds or imports."""
+    mods = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg).as_posix()
+        parts = [pkg.name, *rel.removesuffix(".py").split("/")]
+        if parts[-1] == "__init__":
+            parts.pop()
+            package = ".".join(parts)
+        else:
+            package = ".".join(parts[:-1])
+        text = path.read_text()
+        mods.append(Module(rel, ".".join(parts), package, text.splitlines(), _parse(text)))
+    own = {}
+    for mod in mods:
+        body = list(mod.tree.body) + [n for c in mod.tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+        for node in body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+            if isinstance(target, ast.Name):
+                found = _strings(node.value, mod)
+                if found:
+                    mod.consts[target.id] = tuple(found)
+        own[mod.name] = dict(mod.consts)
+    for mod in mods:
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    mod.modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(mod.package, node.level, node.module)
+                for a in node.names:
+                    local = a.asname or a.name
+                    mod.imported[local] = (source, a.name)
+                    mod.modules.setdefault(local, f"{source}.{a.name}")
+                    if a.name in own.get(source, {}):
+                        mod.consts.setdefault(local, own[source][a.name])
+    return mods
+
+
+def _strings(node: ast.AST | None, mod: Module) -> list[str]:
+    """The strings ``node`` stands for: a constant, a tuple's, list's or set's elements, a dict's keys, ``set(...)``
+    or ``frozenset(...)`` of them, ``"X".lower()``, or a name bound to them (:attr:`Module.consts`)."""
+    if isinstance(node, ast.Constant):
+        return [node.value] if isinstance(node.value, str) else []
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e, mod)]
+    if isinstance(node, ast.Dict):
+        return [s for k in node.keys if k is not None for s in _strings(k, mod)]
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("set", "frozenset", "tuple", "list", "sorted") and node.args:
+            return _strings(node.args[0], mod)
+        if isinstance(f, ast.Attribute) and f.attr in ("lower", "upper", "casefold", "strip"):
+            return _strings(f.value, mod)
+        return []
+    if isinstance(node, ast.Name):
+        return list(mod.consts.get(node.id, ()))
+    if isinstance(node, ast.Attribute) and node.attr.isupper():   # a class's or module's constant
+        return list(mod.consts.get(node.attr, ()))
+    return []
+
+
+def _identifiers(node: ast.AST) -> list[str]:
+    """The names ``node`` is (a name, an attribute's last name), or holds as a tuple's elements."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [n for e in node.elts for n in _identifiers(e)]
+    return []
+
+
+def _dotted(node: ast.AST, mod: Module) -> str:
+    """``a.b.c`` as a dotted name, its first part read through the module's imports ('' for anything else)."""
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, mod)
+        return f"{base}.{node.attr}" if base else ""
+    if isinstance(node, ast.Name):
+        return mod.modules.get(node.id, "")
+    return ""
+
+
+def _norm(name: str) -> str:
+    """A name as compared: any case, a suffix's dot dropped, a URL cut after its scheme."""
+    name = name.casefold()
+    return name[: name.index("://") + 3] if "://" in name else name.lstrip(".")
+
+
+@dataclass(frozen=True)
+class Names:
+    """The names looked for by the ``names`` rule: normalised name -> (what it names, its homes)."""
+
+    strings: dict[str, tuple[str, tuple[str, ...]]]
+    classes: dict[str, tuple[str, tuple[str, ...]]]
+    executors: frozenset[str]
+
+
+@functools.cache
+def known_names() -> Names:
+    """Every executor's name (the registry's), every format's (its kind, formats and Source class, from its declared
+    traits) and every URL scheme's (its name and prefixes, from the scheme table), each with its homes."""
+    from trajscale.executor_registry import EXECUTORS
+    from trajscale.formats import own_traits
+    from trajscale.util import SCHEME_PREFIXES
+
+    strings, classes = {}, {}
+    executors = frozenset(n for n, t in EXECUTORS.items() if not t.chooses)   # (auto: a chooser, and a layout word)
+    for name in executors:
+        strings[_norm(name)] = (f"executor {name!r}", EXECUTOR_HOMES)
+    for t in own_traits():
+        module, _, cls = t.source.partition(":")
+        top = module.split(".")[1]
+        home = module.removeprefix("trajscale.").replace(".", "/") + ".py" if top == "sources" else f"{top}/"
+        for name in (t.kind, *t.formats, cls):
+            strings[_norm(name)] = (f"format {t.kind!r}", (home, *EVERY_FORMATS_HOMES))
+        classes[_norm(cls)] = (f"format {t.kind!r}'s Source", (home, "sources/", *EVERY_FORMATS_HOMES))
+    for scheme, prefixes in SCHEME_PREFIXES.items():
+        for name in (scheme, *prefixes, *(p.removesuffix("://") for p in prefixes)):
+            strings[_norm(name)] = (f"URL scheme {scheme!r}", SCHEME_HOMES)
+    strings["://"] = ("a URL's scheme", SCHEME_HOMES)
+    return Names(strings, classes, executors)
+
+
+@functools.cache
+def floors() -> dict[str, tuple[int, bool]]:
+    """Top-level module -> (its floor, counted from the top; whether the floor's modules are apart), read from the
+    floors contract in pyproject.toml."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in conf if c.get("containers") == ["trajscale"] and c["type"] == "layers")["layers"]
+    out = {}
+    for i, layer in enumerate(layers):
+        apart = ":" not in layer
+        for name in re.split(r"[|:]", layer):
+            out[name.strip()] = (i, apart)
+    return out
+
+
+def _named(strings: list[str], table: dict, rel: str) -> list[str]:
+    """What each of ``strings`` names in ``table``, where ``rel`` is none of its homes."""
+    return [table[k][0] for k in map(_norm, strings) if k in table and not rel.startswith(table[k][1])]
+
+
+def scan(mods: list[Module]) -> list[Hit]:
+    """Every line of ``mods`` that breaks a rule, allowed or not."""
+    names, fl = known_names(), floors()
+    hits: dict[tuple[str, str, int], Hit] = {}
+
+    def add(hit: Hit) -> None:
+        hits.setdefault((hit.rule, hit.rel, hit.line), hit)
+
+    for mod in mods:
+        top = mod.rel.split("/")[0].removesuffix(".py")
+        where_home, worker_home = mod.rel.startswith(WHERE_HOMES), mod.rel in WORKER_HOMES
+        called: set[int] = set()   # (a parent is walked before its children)
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Call):
+                called.add(id(node.func))
+                f = node.func
+                fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if fname in ("getattr", "hasattr", "attrgetter") and len(node.args) >= (1 if fname == "attrgetter"
+                                                                                          else 2):
+                    asked = set(_strings(node.args[0 if fname == "attrgetter" else 1], mod))
+                    if asked & WHERE_ATTRS and not where_home:
+                        add(mod.hit("where", node, f"{fname} of {sorted(asked & WHERE_ATTRS)}"))
+                    if asked & STARTERS and not worker_home:
+                        add(mod.hit("workers", node, f"{fname} of {sorted(asked & STARTERS)}"))
+                if isinstance(f, ast.Attribute) and f.attr in SNIFFERS and node.args:
+                    said = _named(_strings(node.args[0], mod), names.strings, mod.rel)
+                    if said:
+                        add(mod.hit("names", node, f".{f.attr}() with {said[0]}"))
+                if fname in ("isinstance", "issubclass") and len(node.args) == 2:
+                    said = _named(_identifiers(node.args[1]), names.classes, mod.rel)
+                    if said:
+                        add(mod.hit("names", node, f"{fname} with {said[0]}"))
+            elif isinstance(node, ast.Compare) and any(isinstance(op, COMPARED) for op in node.ops):
+                sides = [node.left, *node.comparators]
+                said = _named([s for side in sides for s in _strings(side, mod)], names.strings, mod.rel) + \
+                    _named([n for side in sides for n in _identifiers(side)], names.classes, mod.rel)
+                if said:
+                    add(mod.hit("names", node, f"compared with {said[0]}"))
+            elif isinstance(node, ast.match_case):
+                for p in ast.walk(node.pattern):
+                    said = []
+                    if isinstance(p, ast.MatchValue):
+                        said = _named(_strings(p.value, mod), names.strings, mod.rel) + \
+                            _named(_identifiers(p.value), names.classes, mod.rel)
+                    elif isinstance(p, ast.MatchClass):
+                        said = _named(_identifiers(p.cls), names.classes, mod.rel)
+                    if said:
+                        add(mod.hit("names", p, f"a case of {said[0]}"))
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and not mod.rel.startswith(EXECUTOR_HOMES):
+                listed = {s for s in _strings(node, mod) if s in names.executors}
+                if len(listed) >= 2:
+                    add(mod.hit("names", node, f"executors {sorted(listed)} listed"))
+            elif isinstance(node, ast.Attribute):
+                if (node.attr in WHERE_ATTRS and isinstance(node.ctx, ast.Load) and not where_home
+                        and not (node.attr == "local" and id(node) in called)) or \
+                        (node.attr in WHERE_FUNCS and not where_home):
+                    add(mod.hit("where", node, f".{node.attr}"))
+                if not worker_home and (node.attr in STARTERS or node.attr in STARTERS_OF
+                                        and _dotted(node.value, mod) in STARTER_MODULES):
+                    add(mod.hit("workers", node, f".{node.attr}"))
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                source, name = mod.imported.get(node.id, ("", node.id))
+                if name in WHERE_FUNCS and not where_home:
+                    add(mod.hit("where", node, name))
+                if not worker_home and (name in STARTERS or name in STARTERS_OF and source in STARTER_MODULES):
+                    add(mod.hit("workers", node, name))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and top in fl \
+                    and MODULE_PATH.fullmatch(node.value):
+                path = node.value.partition(":")[0]
+                if path.startswith("."):
+                    level = len(path) - len(path.lstrip("."))
+                    path = _resolve(mod.package, level, path[level:])
+                parts = path.split(".")
+                named = parts[1] if len(parts) > 1 and parts[0] == "trajscale" else None
+                if named in fl and named != top and (fl[named][0] < fl[top][0]
+                                                     or fl[named][0] == fl[top][0] and fl[top][1]):
+                    add(mod.hit("upward", node, f"names {path}, above {top}"))
+    return sorted(hits.values(), key=lambda h: (h.rule, h.rel, h.line))
+
+
+def not_allowed(hits: list[Hit]) -> list[Hit]:
+    return [h for h in hits if h.key not in ALLOWED.get(h.rule, {})]
+
+
+@functools.cache
+def _package_hits() -> tuple[Hit, ...]:
+    return tuple(scan(read_tree(PKG)))
+
+
+WHY = {
+    "where": "ask the location's or the store's capability instead (may a library open it by path, does a read "
+             "cost a request, is there a node-local copy)",
+    "upward": "register downward (the package that owns it registers with the registry below) instead",
+    "names": "read the registry's declared traits (executor_registry, formats) or ask the store instead",
+    "workers": "start workers through trajscale.pools (process_pool, worker_context) or trajscale.clusters",
+}
+
+
+@pytest.mark.parametrize("rule", sorted(ALLOWED))
+def test_no_line_breaks_the_rule(rule):
+    bad = [h for h in not_allowed(list(_package_hits())) if h.rule == rule]
+    assert not bad, f"{WHY[rule]}:\n" + "\n".join(map(str, bad))
+
+
+@pytest.mark.parametrize("rule", sorted(ALLOWED))
+def test_every_allowed_line_is_still_there(rule):
+    found = {h.key for h in _package_hits() if h.rule == rule}
+    gone = sorted(set(ALLOWED[rule]) - found)
+    assert not gone, f"these lines no longer break {rule!r}: take them off ALLOWED[{rule!r}]:\n" + "\n".join(gone)
+
+
+def _planted(tmp_path: Path, files: dict[str, str]) -> list[Hit]:
+    """The hits of a package made of ``files`` (path in the package -> text) under ``tmp_path``."""
+    for rel, text in files.items():
+        path = tmp_path / "trajscale" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+    return scan(read_tree(tmp_path / "trajscale"))
+
+
+#: Each rule's violation in spellings a regex over the source missed: (rule, path in the package, its text, other
+#: modules of the planted package). The violation is the text's last line but a ``pass``.
+PLANTED = [
+    # where bytes are: an attribute, by getattr, through a constant, attrgetter, a function renamed or not called
+    ("where", "engine.py", "if store.local_path is None:\n    pass", {}),
+    ("where", "ml/cache.py", "held = self._store.remote", {}),
+    ("where", "ensemble/catalog.py", "path = getattr(store, 'local_path', None)", {}),
+    ("where", "engine.py", "ATTR = 'remote'\nfar = getattr(store, ATTR)", {}),
+    ("where", "mdcath/kept.py", "from operator import attrgetter\nfar = attrgetter(\"remote\")(store)", {}),
+    ("where", "run.py", "from .util import is_url as far_away\nif far_away(path):\n    pass", {}),
+    ("where", "cli/run.py", "from .. import util\nask = util.scheme_of", {}),
+    ("where", "topology/load.py", "if Location.of(t).local:\n    pass", {}),
+    # a module path in a string, upward or beside
+    ("upward", "sources/registry.py", "SOURCE = \"trajscale.h5md.source\"", {}),
+    ("upward", "sources/base.py", "cls = 'trajscale.xdr.source:XDRSource'", {}),
+    ("upward", "sources/opened.py", "where = \"..mdcath.source\"", {}),
+    ("upward", "h5md/source.py", "import importlib\nengine = importlib.import_module(\"trajscale.engine\")", {}),
+    ("upward", "h5md/layout.py", "beside = \"trajscale.xdr.offsets\"", {}),
+    ("upward", "analysis/rmsd.py", "name = \"trajscale.\" \"ensemble\"", {}),
+    ("upward", "storage/objects.py", "opener = \"trajscale.sources.registry:open_source\"", {}),
+    # a name compared: a one-element set or frozenset, a prefix, single quotes, a case, a constant, any case
+    ("names", "engine.py", "ok = executor in {\"dask\"}", {}),
+    ("names", "ensemble/plan.py", "ok = kind in frozenset({\"h5md\"})", {}),
+    ("names", "ml/dataset.py", "if url.startswith(\"s3://\"):\n    pass", {}),
+    ("names", "topology/load.py", "if url.startswith('gs://'):\n    pass", {}),
+    ("names", "convert/pool.py", "match executor:\n    case \"mpi\":\n        pass", {}),
+    ("names", "report/predict.py", "DASK = \"dask\"\nif name == DASK:\n    pass", {}),
+    ("names", "engine.py", "from .consts import MPI_NAME\nuse_mpi = name == MPI_NAME",
+     {"consts.py": "MPI_NAME = 'mpi'"}),
+    ("names", "cli/run.py", "if path.endswith(\".xtc\"):\n    pass", {}),
+    ("names", "engine.py", "if type(src) is XDRSource:\n    pass", {}),
+    ("names", "ensemble/members.py", "match src:\n    case H5MDSource():\n        pass", {}),
+    ("names", "run.py", "if \"DASK\" == name.upper():\n    pass", {}),
+    ("names", "ml/pack.py", "is_mpi = executor.casefold() in (\"mpi\",)", {}),
+    ("names", "arrays/backend.py", "web = url.startswith((\"http://\", \"https://\"))", {}),
+    ("names", "report/summary.py", "LABELS = {\"serial\": \"one process\", \"dask\": \"a cluster\"}", {}),
+    # workers started outside pools.py and clusters.py
+    ("workers", "report/probe.py", "import multiprocessing as mp\nctx = mp.get_context(\"fork\")", {}),
+    ("workers", "ml/dataset.py", "from multiprocessing import get_context as ctx_of\nctx = ctx_of(\"spawn\")", {}),
+    ("workers", "convert/pool.py", "import concurrent.futures\nmake = concurrent.futures.ProcessPoolExecutor", {}),
+    ("workers", "executors/processes.py", "import multiprocessing\np = multiprocessing.Process(target=print)", {}),
+    ("workers", "mda/backends.py", "from distributed import LocalCluster as LC\ncluster = LC()", {}),
+    ("workers", "engine.py", "import multiprocessing as mp\nmp.set_start_method(\"fork\")", {}),
+    ("workers", "launch.py", "import multiprocessing as mp\nfactory = getattr(mp, \"get_context\")", {}),
+    ("workers", "ml/pack.py", "from multiprocessing.pool import Pool as P\npool = P(2)", {}),
+]
+
+
+@pytest.mark.parametrize(("rule", "rel", "text", "others"), PLANTED, ids=[f"{p[0]}-{i}" for i, p in enumerate(PLANTED)])
+def test_each_rule_catches_each_spelling(tmp_path, rule, rel, text, others):
+    hits = _planted(tmp_path, {rel: text, **others})
+    line = max(n for n, code in enumerate(text.splitlines(), 1) if code.strip() != "pass")
+    assert any(h.rule == rule and h.rel == rel and h.line == line for h in not_allowed(hits)), (text, hits)
+
+
+def test_each_rule_has_five_planted_spellings():
+    assert {rule: sum(p[0] == rule for p in PLANTED) >= 5 for rule in ALLOWED} == dict.fromkeys(ALLOWED, True)
+
+
+def test_an_allowed_line_is_allowed_in_its_file_only(tmp_path):
+    line = "if original.local_path is None:"
+    assert f"ml/cache.py: {line}" in ALLOWED["where"]
+    hits = _planted(tmp_path, {"ml/cache.py": f"{line}\n    pass", "ml/dataset.py": f"{line}\n    pass"})
+    assert [h.key for h in hits] == [f"ml/cache.py: {line}", f"ml/dataset.py: {line}"]
+    assert [h.key for h in not_allowed(hits)] == [f"ml/dataset.py: {line}"]
+
+
+def test_the_rules_pass_their_homes_and_lookalikes(tmp_path):
+    hits = _planted(tmp_path, {
+        "storage/objects.py": "if store.local_path is None and url.startswith(\"s3://\"):\n    pass",
+        "hdf5/files.py": "path = store.local_path",
+        "pools.py": "import multiprocessing as mp\nctx = mp.get_context(\"fork\")",
+        "clusters.py": "from distributed import LocalCluster\ncluster = LocalCluster()",
+        "h5md/source.py": "if fmt == \"H5MD\":\n    pass",
+        "executor_registry.py": "NAMES = (\"serial\", \"dask\")",
+        "engine.py": "import threading\n_tls = threading.local()\nexecutor = \"serial\"\n"
+                     "if mode == \"append\" or key in (\"rmsd\", \"rgyr\"):\n    pass\n"
+                     "n = loc.size\nparts = text.split(\",\")",
+        "follow.py": "import logging\nlog = logging.getLogger(\"trajscale.h5md.schema\")",
+        "report/probe.py": "from ..pools import worker_context\nctx = worker_context()\np = ctx.Process(target=print)",
+        "analysis/__init__.py": "BUILTIN = {\"rmsd\": (\"RMSD\", \".rmsd\")}",
+    })
+    assert not hits, "\n".join(map(str, hits))
