@@ -19,7 +19,6 @@ folder's are read from it when asked for, one at a time.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,8 +29,10 @@ from ..analysis.base import Prepared
 from ..analysis.results import FeatureLabels
 from ..errors import ConfigError, OutputError
 from .catalog import Member
+from .padded import Padded, label_array, label_dtype, write_netcdf
 from .prepare import Refusal
 from .saved import AGGREGATES, MemberRecord, ResultsFolder
+from .table import Coded, batches, frame_columns, pyarrow, record_batches, write_csv, write_parquet
 
 #: Output formats by extension: the long table of a per-frame analysis, or the arrays of another.
 TABLE_FORMATS = (".parquet", ".csv")
@@ -156,35 +157,31 @@ class EnsembleResult:
     def columns(self) -> dict[str, np.ndarray]:
         """The long table as named columns: ``trajectory``, the label columns, ``frame``, ``time``, then the
         analysis's values (a row per frame of each trajectory); for labelled features ``feature_index``,
-        ``feature``, ``resname``, ``resid``, ``chain`` and ``value`` (a row per frame and feature)."""
+        ``feature``, ``resname``, ``resid``, ``chain`` and ``value`` (a row per frame and feature).
+
+        The whole table in memory, its text as ``str`` objects: :meth:`batches` gives it a batch at a time."""
         self._per_frame_only()
-        parts = [self._rows(m, r) for m, r in self.items()]
-        if not parts:
-            return {"trajectory": np.array([], dtype=str), "frame": np.array([], np.int64), "time": np.array([])}
-        names = list(dict.fromkeys(k for p in parts for k in p))
-        return {k: np.concatenate([p[k] for p in parts]) for k in names}
+        parts = list(batches(self))
+        return {k: np.concatenate([p[k].rows() if isinstance(p[k], Coded) else p[k] for p in parts])
+                for k in parts[0]}
+
+    def batches(self) -> Iterator:
+        """The long table as ``pyarrow.RecordBatch`` es of one schema, a batch of trajectories at a time
+        (at most :data:`~trajscale.ensemble.table.BATCH_ROWS` rows): memory is a batch, whatever the number
+        of trajectories.  The trajectory's name and text labels are dictionary-encoded."""
+        self._per_frame_only()
+        return record_batches(self)
+
+    def table(self):
+        """The long table as a ``pyarrow.Table`` (``.to_pandas()`` for a DataFrame): the whole table in
+        memory, about 8 bytes a row for each number column and 4 for each text column (dictionary-encoded);
+        :meth:`batches` streams it."""
+        return pyarrow().Table.from_batches(list(self.batches()))
 
     def _per_frame_only(self) -> None:
         if not self.per_frame:
             raise ConfigError(f"{self.analysis.name} gives a result per trajectory, not per frame: "
                               "dataset() holds it (a trajectory dimension)")
-
-    def _rows(self, member: Member, result) -> dict[str, np.ndarray]:
-        frames, times = np.asarray(result.frames, np.int64), np.asarray(result.times, np.float64)
-        k = len(result.feature) if self.features else 1
-        n = len(frames) * k
-        out = {"trajectory": np.full(n, member.name)}
-        for label in self.label_names:
-            out[label] = np.full(n, member.labels.get(label))
-        out["frame"], out["time"] = np.repeat(frames, k), np.repeat(times, k)
-        if not self.features:
-            out.update(frame_columns(result))
-            return out
-        out["feature_index"] = np.tile(np.arange(k, dtype=np.int64), len(frames))
-        for name, values in result.feature_labels().columns().items():
-            out[name] = np.tile(values, len(frames))
-        out["value"] = result.array().reshape(-1)
-        return out
 
     @property
     def features(self) -> bool:
@@ -211,69 +208,26 @@ class EnsembleResult:
                               "columns()")
         return self[name].feature_labels()
 
-    def table(self):
-        """The long table as a ``pyarrow.Table`` (``.to_pandas()`` for a DataFrame)."""
-        pa = _pyarrow()
-        return pa.table({k: _arrow_column(pa, v) for k, v in self.columns().items()})
-
     # -- per-atom and per-bin: arrays with a trajectory dimension -------------------------------------------
     def dataset(self):
-        """The results as an ``xarray.Dataset`` with a ``trajectory`` dimension (the module's docstring)."""
+        """The results as an ``xarray.Dataset`` with a ``trajectory`` dimension (the module's docstring), in
+        memory; ``save("x.nc")`` writes it a batch of trajectories at a time."""
         import xarray as xr
 
         results = [r for _, r in self.items()]
         members = self.members
         coords = {"trajectory": np.array([m.name for m in members], dtype=str)}
         for label in self.label_names:
-            coords[label] = ("trajectory", _label_array([m.labels.get(label) for m in members]))
-        data = {}
+            values = [m.labels.get(label) for m in members]
+            array = label_array(values, label_dtype(values))
+            coords[label] = ("trajectory", array.astype(str) if array.dtype == object else array)
         if not results:
             return xr.Dataset(coords=coords)
-        if self.features:
-            return self._feature_dataset(results, coords)
-        atoms = [np.asarray(r.atoms) if hasattr(r, "atoms") else None for r in results]
-        n_atoms = max((len(a) for a in atoms if a is not None), default=0)
-        for f in dataclasses.fields(results[0]):
-            if f.name == "report":
-                continue
-            values = [getattr(r, f.name) for r in results]
-            if f.name == "atoms":
-                data["atom_index"] = (("trajectory", "atom"), _padded(values, n_atoms, -1))
-                data["n_atoms"] = ("trajectory", np.array([len(v) for v in values], np.int64))
-                continue
-            if all(v is None for v in values):
-                continue
-            if isinstance(values[0], np.ndarray):
-                dims = _dims(results[0], f.name, values[0], atoms[0])
-                fill = np.nan if values[0].dtype.kind == "f" else -1
-                size = n_atoms if dims[0] == "atom" else max(len(v) for v in values)
-                data[f.name] = (("trajectory", *dims), _padded(values, size, fill))
-            elif isinstance(values[0], int | float | bool | np.number):
-                data[f.name] = ("trajectory", np.array(values))
-            elif isinstance(values[0], str):
-                data[f.name] = ("trajectory", np.array(values, dtype=str))
-        ds = xr.Dataset(data, coords=coords)
-        ds.attrs["analysis"] = self.analysis.name
-        return ds
-
-    def _feature_dataset(self, results: list, coords: dict):
-        """Features with dimensions (trajectory, frame, feature): values padded with NaN, labels with ``""``
-        (``resid`` with -1)."""
-        import xarray as xr
-
-        n_f = max(len(r.frames) for r in results)
-        n_k = max(len(r.feature) for r in results)
-        name = results[0].name
-        data = {"frames": (("trajectory", "frame"), _padded([r.frames for r in results], (n_f,), -1)),
-                "times": (("trajectory", "frame"), _padded([r.times for r in results], (n_f,), np.nan)),
-                name: (("trajectory", "frame", "feature"), _padded([r.array() for r in results], (n_f, n_k), np.nan)),
-                "n_frames": ("trajectory", np.array([len(r.frames) for r in results], np.int64)),
-                "n_features": ("trajectory", np.array([len(r.feature) for r in results], np.int64))}
-        for label in ("feature", "resname", "resid", "chain"):   # ("feature" is the dimension: feature_name)
-            values = [getattr(r, label) for r in results]
-            fill = -1 if label == "resid" else ""
-            data["feature_name" if label == "feature" else label] = (("trajectory", "feature"),
-                                                                     _padded(values, (n_k,), fill))
+        layout = Padded(self.analysis)
+        for r in results:
+            layout.add(r)
+        data = {k: (("trajectory", *layout.variables[k].dims), a.astype(str) if a.dtype == object else a)
+                for k, a in layout.arrays(results).items()}
         ds = xr.Dataset(data, coords=coords)
         ds.attrs["analysis"] = self.analysis.name
         return ds
@@ -329,147 +283,9 @@ class EnsembleResult:
                                     f"{ext or 'no extension'} is none of them")
         from ..util import save_output
 
-        if ext == ".parquet":
-            save_output(path, lambda tmp: _write_parquet(self, tmp))
-        elif ext == ".csv":
-            save_output(path, lambda tmp: _write_csv(self.columns(), tmp))
-        else:
-            ds = self.dataset()
-            save_output(path, lambda tmp: ds.to_netcdf(tmp, engine=_netcdf_engine()))
+        write = {".parquet": write_parquet, ".csv": write_csv}.get(ext, write_netcdf)
+        save_output(path, lambda tmp: write(self, tmp))
         return path
-
-
-def frame_columns(result) -> dict[str, np.ndarray]:
-    """A per-frame result's value columns, named: each array with a row per frame (2-D: a column each)."""
-    n = len(result.frames)
-    out = {}
-    for f in dataclasses.fields(result):
-        if f.name in ("frames", "times", "report"):
-            continue
-        v = getattr(result, f.name)
-        if not isinstance(v, np.ndarray) or v.ndim == 0 or len(v) != n:
-            continue
-        name = getattr(result, "name", f.name) if f.name == "values" else f.name
-        v2 = v.reshape(n, -1)
-        if v.ndim == 1:
-            out[name] = v
-            continue
-        labels = getattr(result, "group_names", ()) if f.name == "groups" else ()
-        for j in range(v2.shape[1]):
-            out[labels[j] if j < len(labels) else f"{name}_{j}"] = v2[:, j]
-    return out
-
-
-def _dims(result, field: str, value: np.ndarray, atoms) -> tuple[str, ...]:
-    """Dimension names of a per-trajectory array (``atom``, ``bin``, ``edge``, else ``FIELD_dimK``)."""
-    first = f"{field}_dim0"
-    if atoms is not None and len(value) == len(atoms):
-        first = "atom"
-    elif hasattr(result, "bins") and len(value) == len(result.bins):
-        first = "bin"
-    elif field == "edges":
-        first = "edge"
-    rest = tuple("xyz" if s == 3 else f"{field}_dim{k + 1}" for k, s in enumerate(value.shape[1:]))
-    return (first, *rest)
-
-
-def _padded(values: list, size, fill) -> np.ndarray:
-    """Arrays stacked, each padded with ``fill`` to ``size`` (the first dimension's, or a tuple of the
-    leading ones'; the others take the largest)."""
-    arrays = [np.asarray(v) for v in values]
-    first = arrays[0]
-    shape = tuple(max(a.shape[d] for a in arrays) for d in range(first.ndim))
-    shape = tuple(size) + shape[len(size):] if isinstance(size, tuple) else (size, *shape[1:])
-    if isinstance(fill, str):
-        dtype = np.result_type(*[a.dtype for a in arrays]) if all(a.dtype.kind == "U" for a in arrays) else str
-    elif isinstance(fill, float) and first.dtype.kind != "f":
-        dtype = np.result_type(first.dtype, np.float64)
-    else:
-        dtype = first.dtype
-    out = np.full((len(arrays), *shape), fill, dtype=dtype)
-    for i, a in enumerate(arrays):
-        out[(i, *(slice(0, n) for n in a.shape))] = a
-    return out
-
-
-def _label_array(values: list) -> np.ndarray:
-    if all(isinstance(v, bool | int | np.integer) for v in values):
-        return np.array(values, np.int64)
-    if all(isinstance(v, int | float | np.number) and not isinstance(v, bool) for v in values):
-        return np.array(values, np.float64)
-    return np.array(["" if v is None else str(v) for v in values], dtype=str)
-
-
-def _pyarrow():
-    try:
-        import pyarrow as pa
-    except ImportError:
-        raise ConfigError("an ensemble's table needs pyarrow: pip install 'trajscale[ensemble]'") from None
-    return pa
-
-
-def _arrow_column(pa, values: np.ndarray):
-    if values.dtype.kind == "U":
-        return pa.array(values, pa.string())
-    if values.dtype == object:
-        return pa.array(values.tolist())
-    return pa.array(values)
-
-
-#: Trajectories whose rows the Parquet writer gathers into one row group at most (with 1,000,000 rows): each
-#: holds its few arrays until the group is written, so short trajectories are gathered a few thousand at a time.
-_PARQUET_TRAJECTORIES = 2_048
-
-
-def _write_parquet(result: EnsembleResult, tmp) -> None:
-    """The long table written a row group per batch of trajectories: memory is a batch's rows."""
-    pa = _pyarrow()
-    import pyarrow.parquet as pq
-
-    writer, batch, rows = None, [], 0
-
-    def flush():
-        nonlocal writer, batch, rows
-        if not batch:
-            return
-        cols = {k: np.concatenate([b[k] for b in batch]) for k in batch[0]}
-        table = pa.table({k: _arrow_column(pa, v) for k, v in cols.items()})
-        if writer is None:
-            writer = pq.ParquetWriter(str(tmp), table.schema)
-        writer.write_table(table.cast(writer.schema))
-        batch, rows = [], 0
-
-    try:
-        for m, r in result.items():
-            batch.append(result._rows(m, r))
-            rows += len(batch[-1]["frame"])
-            if rows >= 1_000_000 or len(batch) >= _PARQUET_TRAJECTORIES:   # (a batch's rows, and its arrays)
-                flush()
-        flush()
-        if writer is None:
-            pq.write_table(pa.table({k: _arrow_column(pa, v) for k, v in result.columns().items()}), str(tmp))
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-def _write_csv(columns: dict[str, np.ndarray], tmp) -> None:
-    import csv
-
-    names = list(columns)
-    with open(tmp, "w", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(names)
-        cols = [columns[k].tolist() for k in names]
-        w.writerows(zip(*cols, strict=True))
-
-
-def _netcdf_engine() -> str:
-    try:
-        import h5netcdf  # noqa: F401
-    except ImportError:
-        return "scipy"
-    return "h5netcdf"
 
 
 __all__ = ["EnsembleResult", "frame_columns", "offered_formats"]
