@@ -34,6 +34,15 @@ class InputFileError(_PathProblem):
     """A file that cannot be used: missing, a directory, truncated, wrong format."""
 
 
+class AllRefusedError(InputFileError):
+    """Every trajectory of an ensemble was refused: ``refused`` holds each one's refusal, with its own reason."""
+
+    def __init__(self, path: str | PathLike[str], problem: str, refused: tuple = ()) -> None:
+        super().__init__(path, problem)
+        self.refused = tuple(refused)
+        self._init_args = (self.path, problem, self.refused)
+
+
 class StoreError(InputFileError):
     """A training-data store that cannot be used; constructible from one message, as torch's DataLoader rebuilds it."""
 

@@ -209,3 +209,65 @@ def test_features_of_an_ensemble_member_by_member(tmp_path):
     whole = TICA(lagtime=2).fit(arrays).fetch_model()
     for key, want in _covariances(whole).items():
         assert _close(getattr(streamed, key), want) < 1e-10, key
+
+
+def test_chunks_hold_a_byte_budget_whatever_the_feature_count():
+    """The default chunk is CHUNK_BYTES of rows: 647 pairs of 1,620 float64 features (both halves), 1,294
+    frames, every pair of 4 features in one chunk; the pairs the same as lagged_pairs'."""
+    from trajscale.ml.lagged import CHUNK_BYTES
+
+    wide = walks((700, 400), width=1620)
+    chunks = list(lagged_chunks(wide, 2))
+    assert [len(x) for x, _ in chunks] == [647, 449]   # (698 + 398 pairs)
+    assert CHUNK_BYTES // (2 * 1620 * 8) == 647
+    x, y = lagged_pairs(wide, 2)
+    np.testing.assert_array_equal(np.concatenate([c[0] for c in chunks]), x)
+    np.testing.assert_array_equal(np.concatenate([c[1] for c in chunks]), y)
+    assert [len(x) for x, _ in lagged_chunks(walks((700, 400), width=4), 2)] == [1096]
+    assert [len(x) for x in frame_chunks(walks((2000,), width=1620))] == [1294, 706]   # (frames: one half)
+
+
+def test_no_trajectory_raises_as_lagged_pairs_does():
+    """Features holding no trajectory: a fit, the chunks and a transform refuse them as lagged_pairs does
+    (a fit used to return an estimator without a model, a transform an empty list)."""
+    deeptime = pytest.importorskip("deeptime")
+    for call in (lambda: lagged_pairs([], 1), lambda: stream_fit(deeptime.decomposition.TICA(lagtime=1), []),
+                 lambda: stream_transform([]), lambda: list(frame_chunks([]))):
+        with pytest.raises(ConfigError, match="no trajectory in the features"):
+            call()
+
+
+def test_every_member_refused_each_with_its_own_reason(tmp_path):
+    """A FeatureStream whose every member is refused (a missing file, a file that is no trajectory, one
+    too short for its topology): stream_fit, lagged_pairs and stream_transform raise the one error, naming
+    each member with its own reason, and .refused holds each one's."""
+    deeptime = pytest.importorskip("deeptime")
+    import trajscale as ts
+    from trajscale.ensemble import Ensemble, Member
+    from trajscale.errors import AllRefusedError
+    from trajscale.ml.lagged import FeatureStream
+
+    from ..support.ensembles import tiny_ensemble
+
+    tiny_ensemble(tmp_path, 1)
+    (tmp_path / "junk.xtc").write_bytes(b"no trajectory here" * 8)
+    (tmp_path / "cut.xtc").write_bytes((tmp_path / "t00000.xtc").read_bytes()[:30])
+    top = str(tmp_path / "top.pdb")
+    names = ("gone", "junk", "cut")
+    stream = FeatureStream(ts.Distances("index 0", "index 1", pbc=False),
+                           Ensemble([Member(n, (str(tmp_path / f"{n}.xtc"),), top) for n in names], origin="three"))
+    errors = []
+    for call in (lambda: stream_fit(deeptime.decomposition.TICA(lagtime=1), stream),
+                 lambda: lagged_pairs(stream, 1), lambda: stream_transform(stream)):
+        with pytest.raises(AllRefusedError) as e:
+            call()
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] == errors[2]
+    reasons = {r.member.name: r.reason for r in stream.refused}
+    assert list(reasons) == list(names)
+    assert len(set(reasons.values())) == 3, reasons
+    for n in names:
+        assert f"{n}: {reasons[n]}" in errors[0]
+        others = [f"{m}.xtc" for m in names if m != n]
+        assert not any(o in reasons[n] for o in others), reasons
+    assert errors[0].startswith("three: every one of its 3 trajectories was refused: gone: ")

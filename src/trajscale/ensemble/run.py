@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis
 from ..analysis.group import AnalysisGroup
 from ..engine import Engine
-from ..errors import ConfigError, InputFileError
+from ..errors import AllRefusedError, ConfigError, InputFileError
 from ..runspec import RunOptions
 from ..storage import using
 from .analysis import EnsembleAnalysis
@@ -104,8 +104,10 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
 
     Raises
     ------
+    AllRefusedError
+        Every trajectory was refused (its ``refused`` and the refused table say why).
     InputFileError
-        Every trajectory was refused (the refused table says why), or the catalog cannot be read.
+        The catalog cannot be read.
     ConfigError
         ``strict`` and a trajectory was refused, or an option is not valid for an ensemble.
     """
@@ -145,9 +147,9 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     if not rounds.costs.n and not rounds.skipped:
         where = f"; see {folder.path / REFUSED}" if folder is not None else ""
         first = rounds.refused[0] if rounds.refused else None
-        raise InputFileError(ens.origin or "the ensemble",
-                             f"every one of its {len(ens)} trajectories was refused{where}"
-                             + (f" ({first.member.name}: {first.reason})" if first else ""))
+        raise AllRefusedError(ens.origin or "the ensemble",
+                              f"every one of its {len(ens)} trajectories was refused{where}"
+                              + (f" ({first.member.name}: {first.reason})" if first else ""), rounds.refused)
     report = None if out is None else out.report
     if report is not None:   # (a task's range counts a trajectory its worker prepared as one position)
         report.n_frames = rounds.costs.frames

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConfigError, InputFileError
+from ..errors import AllRefusedError, ConfigError
 
-#: Rows per chunk (pairs, or frames) unless told otherwise: a few MB for a few hundred features.
-CHUNK_ROWS = 16384
+#: Bytes of a chunk's rows (a pair's two halves, or a frame) unless its rows are given: its rows are this over
+#: a row's bytes, so that a fit's memory does not grow with the feature count (16 MiB: 647 pairs of 1,620
+#: float64 features, 262,144 of 4).
+CHUNK_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,10 @@ def trajectories(features) -> Iterator[FeatureTrajectory]:
     Raises
     ------
     ConfigError
-        An array that is not 2-D, or trajectories with different feature counts (members of different
-        residue counts give different φ/ψ counts: one kind of system per estimator).
+        An array that is not 2-D, trajectories with different feature counts (members of different
+        residue counts give different φ/ψ counts: one kind of system per estimator), or no trajectory.
+    AllRefusedError
+        A :class:`FeatureStream` whose every member was refused.
     """
     width = None
     for traj in _trajectories(features):
@@ -133,6 +137,19 @@ def trajectories(features) -> Iterator[FeatureTrajectory]:
             raise ConfigError(f"trajectory {traj.name} has {traj.values.shape[1]} features and the first had "
                               f"{width}: an estimator takes one feature space (members of one residue count)")
         yield traj
+    if width is None:
+        _none_left(features)
+
+
+def _none_left(features) -> None:
+    """Raise for features that gave no trajectory: each refused member named with its own reason."""
+    refused = features.refused if isinstance(features, FeatureStream) else []
+    if not refused:
+        raise ConfigError("no trajectory in the features: nothing to fit or to make pairs of")
+    shown = "; ".join(f"{r.member.name}: {r.reason}" for r in refused[:8])
+    more = f"; and {len(refused) - 8} more (see .refused)" if len(refused) > 8 else ""
+    raise AllRefusedError(features.ensemble.origin or "the ensemble",
+                          f"every one of its {len(refused)} trajectories was refused: {shown}{more}", refused)
 
 
 def _trajectories(features) -> Iterator[FeatureTrajectory]:
@@ -189,18 +206,19 @@ def lagged_pairs(features, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
         t, u = pairs_of(traj, lag)
         xs.append(traj.values[t])
         ys.append(traj.values[u])
-    if not xs:
-        raise ConfigError("no trajectory to make pairs of")
     return np.concatenate(xs), np.concatenate(ys)
 
 
-def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped ``rows`` rows at a time."""
-    if int(rows) < 1:
+def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int | None) -> Iterator[tuple[np.ndarray, ...]]:
+    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped ``rows`` rows at a time
+    (None: :data:`CHUNK_BYTES` of rows, from the first part's)."""
+    if rows is not None and int(rows) < 1:
         raise ConfigError(f"chunk rows must be >= 1 (got {rows})")
     held: list[tuple[np.ndarray, ...]] = []
     n_held = 0
     for part in parts:
+        if rows is None:
+            rows = max(1, CHUNK_BYTES // max(1, sum(c.itemsize * int(np.prod(c.shape[1:])) for c in part)))
         held.append(part)
         n_held += len(part[0])
         while n_held >= rows:
@@ -213,9 +231,9 @@ def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int) -> Iterator[t
         yield tuple(np.concatenate(col) for col in zip(*held, strict=True)) if len(held) > 1 else held[0]
 
 
-def lagged_chunks(features, lagtime: int, rows: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The pairs of :func:`lagged_pairs` in ``(X, Y)`` chunks of ``rows`` pairs, in the same order.
-    Memory: one trajectory's features and a chunk."""
+def lagged_chunks(features, lagtime: int, rows: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The pairs of :func:`lagged_pairs` in ``(X, Y)`` chunks of ``rows`` pairs (None: :data:`CHUNK_BYTES`
+    of pairs), in the same order.  Memory: one trajectory's features and a chunk."""
     lag = _lag(lagtime)
 
     def per_trajectory():
@@ -227,9 +245,9 @@ def lagged_chunks(features, lagtime: int, rows: int = CHUNK_ROWS) -> Iterator[tu
     yield from _rebatched(per_trajectory(), rows)
 
 
-def frame_chunks(features, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
-    """Every frame of ``features``, trajectory after trajectory, in chunks of ``rows`` frames (for
-    estimators of single frames: k-means, instantaneous covariances)."""
+def frame_chunks(features, rows: int | None = None) -> Iterator[np.ndarray]:
+    """Every frame of ``features``, trajectory after trajectory, in chunks of ``rows`` frames (None:
+    :data:`CHUNK_BYTES` of frames), for estimators of single frames: k-means, instantaneous covariances."""
     for (x,) in _rebatched(((t.values,) for t in trajectories(features) if len(t.values)), rows):
         yield x
 
@@ -293,8 +311,8 @@ class FeatureStream:
             try:
                 result = run_ensemble(self.analysis, part, storage_options=self.storage_options,
                                       **self.run_options)
-            except InputFileError as exc:   # every member of this run refused: the others go on
-                self.refused += [Refusal(a + i, m, exc.problem) for i, m in enumerate(part)]
+            except AllRefusedError as exc:   # every member of this run refused, each for its own reason
+                self.refused += [Refusal(a + r.index, r.member, r.reason) for r in exc.refused]
                 continue
             if result is None:   # an MPI rank other than 0
                 continue
@@ -315,6 +333,6 @@ def stream_transform(features, *models) -> list[np.ndarray]:
     return out
 
 
-__all__ = ["CHUNK_ROWS", "FeatureStream", "FeatureTrajectory", "feature_arrays", "feature_values", "frame_chunks",
+__all__ = ["CHUNK_BYTES", "FeatureStream", "FeatureTrajectory", "feature_arrays", "feature_values", "frame_chunks",
            "lagged_chunks", "lagged_pairs", "pairs_of", "part_breaks", "piece_bounds", "stream_transform",
            "trajectories"]

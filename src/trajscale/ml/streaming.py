@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import ConfigError
-from .lagged import CHUNK_ROWS, frame_chunks, lagged_chunks
+from .lagged import frame_chunks, lagged_chunks
 
 
-def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = CHUNK_ROWS,
+def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int | None = None,
                transform: Callable | None = None):
     """Fit ``estimator`` on ``features`` chunk by chunk through its ``partial_fit``; returns the estimator
     (``.fetch_model()`` gives its model).
@@ -43,7 +43,9 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = C
         Frames between the two halves of a pair; default: the estimator's own ``lagtime`` (set to this one
         where it has none, so that its model records it).
     rows
-        Pairs (or frames) per ``partial_fit`` call.
+        Pairs (or frames) per ``partial_fit`` call; default: as many as
+        :data:`~trajscale.ml.lagged.CHUNK_BYTES` (16 MiB) holds, so that memory stays flat whatever the
+        feature count.
     transform
         Applied to each chunk before the fit (``tica_model.transform`` to cluster in TICA's space).
 
@@ -51,7 +53,9 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int = C
     ------
     ConfigError
         The estimator has no ``partial_fit``, a lag time that disagrees with ``lagtime``, or none where it
-        needs one.
+        needs one; or ``features`` hold no trajectory.
+    AllRefusedError
+        Every member of a :class:`~trajscale.ml.lagged.FeatureStream` was refused (each named with its reason).
     """
     if not callable(getattr(estimator, "partial_fit", None)):
         raise ConfigError(f"a {type(estimator).__name__} has no partial_fit: it cannot be fed chunk by chunk")
