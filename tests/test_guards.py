@@ -15,7 +15,8 @@ comparison of any form, a ``match`` case, a name bound to a constant of the modu
   comparison; two executors' names listed together.
 * ``workers``: worker processes start in pools.py and clusters.py only: no ``get_context``,
   ``set_start_method``, ``ProcessPoolExecutor``, ``LocalCluster`` (nor multiprocessing's ``Pool`` or
-  ``Process``, distributed's ``Client``) anywhere else.
+  ``Process``, distributed's ``Client``) anywhere else; torch's ``DataLoader`` only in ml/dataset.py, whose
+  loader starts its workers by the same rule.
 
 A line that breaks a rule on purpose is allowed by its text in :data:`ALLOWED`, with why; never a whole file.
 An entry whose line is gone must leave the list."""
@@ -146,6 +147,7 @@ ALLOWED: dict[str, dict[str, str]] = {
 #: Where each rule's spellings belong (folders end with "/").
 WHERE_HOMES = ("storage/", "hdf5/")
 WORKER_HOMES = ("pools.py", "clusters.py")
+LOADER_HOMES = ("ml/dataset.py",)
 EXECUTOR_HOMES = ("executor_registry.py",)
 SCHEME_HOMES = ("storage/", "util.py")   # (util.py: the scheme table, at the bottom so every layer reads it alike)
 EVERY_FORMATS_HOMES = ("formats.py", "sources/registry.py")
@@ -369,6 +371,7 @@ def scan(mods: list[Module]) -> list[Hit]:
     for mod in mods:
         top = mod.rel.split("/")[0].removesuffix(".py")
         where_home, worker_home = mod.rel.startswith(WHERE_HOMES), mod.rel in WORKER_HOMES
+        loader_home = mod.rel in LOADER_HOMES
         called: set[int] = set()   # (a parent is walked before its children)
         for node in ast.walk(mod.tree):
             if isinstance(node, ast.Call):
@@ -415,6 +418,8 @@ def scan(mods: list[Module]) -> list[Hit]:
                         and not (node.attr == "local" and id(node) in called)) or \
                         (node.attr in WHERE_FUNCS and not where_home):
                     add(mod.hit("where", node, f".{node.attr}"))
+                if node.attr == "DataLoader" and not loader_home:
+                    add(mod.hit("workers", node, ".DataLoader"))
                 if not worker_home and (node.attr in STARTERS or node.attr in STARTERS_OF
                                         and _dotted(node.value, mod) in STARTER_MODULES):
                     add(mod.hit("workers", node, f".{node.attr}"))
@@ -422,6 +427,8 @@ def scan(mods: list[Module]) -> list[Hit]:
                 source, name = mod.imported.get(node.id, ("", node.id))
                 if name in WHERE_FUNCS and not where_home:
                     add(mod.hit("where", node, name))
+                if name == "DataLoader" and not loader_home:
+                    add(mod.hit("workers", node, name))
                 if not worker_home and (name in STARTERS or name in STARTERS_OF and source in STARTER_MODULES):
                     add(mod.hit("workers", node, name))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and top in fl \
@@ -452,7 +459,8 @@ WHY = {
              "cost a request, is there a node-local copy)",
     "upward": "register downward (the package that owns it registers with the registry below) instead",
     "names": "read the registry's declared traits (executor_registry, formats) or ask the store instead",
-    "workers": "start workers through trajscale.pools (process_pool, worker_context) or trajscale.clusters",
+    "workers": "start workers through trajscale.pools (process_pool, worker_context), trajscale.clusters, or "
+               "trajscale.ml.make_loader",
 }
 
 
@@ -523,6 +531,8 @@ PLANTED = [
     ("workers", "engine.py", "import multiprocessing as mp\nmp.set_start_method(\"fork\")", {}),
     ("workers", "launch.py", "import multiprocessing as mp\nfactory = getattr(mp, \"get_context\")", {}),
     ("workers", "ml/pack.py", "from multiprocessing.pool import Pool as P\npool = P(2)", {}),
+    ("workers", "ml/ensemble.py", "from torch.utils.data import DataLoader as Loader\nit = Loader(ds, num_workers=2)",
+     {}),
 ]
 
 
@@ -551,6 +561,7 @@ def test_the_rules_pass_their_homes_and_lookalikes(tmp_path):
         "hdf5/files.py": "path = store.local_path",
         "pools.py": "import multiprocessing as mp\nctx = mp.get_context(\"fork\")",
         "clusters.py": "from distributed import LocalCluster\ncluster = LocalCluster()",
+        "ml/dataset.py": "from torch.utils.data import DataLoader\nclass Loader(DataLoader):\n    pass",
         "h5md/source.py": "if fmt == \"H5MD\":\n    pass",
         "executor_registry.py": "NAMES = (\"serial\", \"dask\")",
         "engine.py": "import threading\n_tls = threading.local()\nexecutor = \"serial\"\n"
