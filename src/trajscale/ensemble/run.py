@@ -224,8 +224,10 @@ def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder
         records = folder
     else:
         records = {rec.name: rec for rec in rounds.records.values()}
+    # (a member refused by one analysis of several is analysed by the others: counted once, as analysed)
     facts = EnsembleFacts(origin=ens.origin, n_trajectories=len(ens), n_finished=rounds.costs.n,
-                          n_refused=len(refused), n_skipped=len(rounds.skipped), costs=rounds.costs,
+                          n_refused=len({r.index for r in refused if r.position is None}),
+                          n_skipped=len(rounds.skipped), costs=rounds.costs,
                           t_prepare_members=rounds.t_members, revisions=_revisions(ens))
     out = []
     for k, a in enumerate(group.analyses):

@@ -34,7 +34,7 @@ from ..util import cache_root
 log = logging.getLogger(__name__)
 
 #: The version of the entries (another version's are not read).
-FORMAT = 1
+FORMAT = 2
 #: At most so many entries (files), and bytes, in the folder: the least recently used go first.
 MAX_ENTRIES = 20_000
 MAX_BYTES = 512 * 1024**2

@@ -113,7 +113,8 @@ def looks_like_mdcath(f: h5py.File) -> bool:
 
 
 def member_keys(group: h5py.Group) -> list[str]:
-    """``"{temperature}/{replica}"`` of every group two levels down that holds ``coords``, in numeric order."""
+    """``"{temperature}/{replica}"`` of every group two levels down, in numeric order: each a member, whatever it
+    holds (a replica group without ``coords`` is a member that :func:`describe` refuses, never one left out)."""
     import h5py
 
     def order(name: str):
@@ -125,8 +126,7 @@ def member_keys(group: h5py.Group) -> list[str]:
         if group.get(t, getclass=True) is not h5py.Group:
             continue
         tg = group[t]
-        # (one lookup a member: HDF5 follows the path, and a dataset or group of that name both count)
-        keys += [f"{t}/{r}" for r in sorted(tg, key=order) if f"{r}/coords" in tg]
+        keys += [f"{t}/{r}" for r in sorted(tg, key=order) if tg.get(r, getclass=True) is h5py.Group]
     return keys
 
 
@@ -264,8 +264,12 @@ def describe(f: h5py.File, where: str, key: str | None, file_size: int, identity
     at = f"{where}{MEMBER_SEP}{key}"
     member = domain.group[key]
     coords = _dataset(member, "coords")
-    if coords is None or coords.ndim != 3 or coords.shape[2] != 3:
-        raise InputFileError(at, f"coords has shape {getattr(coords, 'shape', None)}, not (frames, atoms, 3)")
+    if coords is None:
+        names = sorted(member)
+        held = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "") or "nothing"
+        raise InputFileError(at, f"holds no coords dataset (it holds {held}): the file is damaged")
+    if coords.ndim != 3 or coords.shape[2] != 3:
+        raise InputFileError(at, f"coords has shape {coords.shape}, not (frames, atoms, 3)")
     n_frames, n_atoms = int(coords.shape[0]), int(coords.shape[1])
     declared = member.attrs.get("numFrames")
     if declared is not None and int(np.asarray(declared).reshape(-1)[0]) != n_frames:
