@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import BadCoordinatesError
+
 #: Field (as H5MD names it) -> the attribute that holds it on a :class:`Block`, and on an
 #: MDAnalysis Timestep too (both name the arrays alike).
 FIELD_ATTRS = {"position": "positions", "velocity": "velocities", "force": "forces"}
@@ -90,6 +92,22 @@ def split_frames(n_frames: int, n_tasks: int, align: int = 1) -> list[FrameRange
         ranges.append(FrameRange(start, stop))
         unit += k
     return ranges
+
+
+def finite_frames(positions: np.ndarray) -> np.ndarray:
+    """(F,) bool: which frames of (F, N, 3) coordinates are all finite (one summing pass clears the common
+    case; every value is checked only where a sum is not finite)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        quick = np.isfinite(positions.sum(axis=(1, 2)))
+    return quick if quick.all() else np.isfinite(positions).all(axis=(1, 2))
+
+
+def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
+    """Raise BadCoordinatesError naming the first frame with NaN/inf coordinates: the one check of a member's
+    coordinates, by the analyses as they map its blocks and by the datasets as they are made."""
+    finite = finite_frames(positions)
+    if not finite.all():
+        raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
 
 
 def sorted_unique(values) -> np.ndarray:

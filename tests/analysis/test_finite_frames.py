@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trajscale.analysis.base import finite_frames
+from trajscale.block import finite_frames
 
 
 def test_matches_elementwise_check_including_sums_that_overflow():

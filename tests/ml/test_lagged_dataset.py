@@ -167,3 +167,64 @@ def test_a_batch_holds_its_frames_and_its_pairs_and_little_more(files):
         tracemalloc.stop()
     assert batch["x"].nbytes + batch["y"].nbytes == pair_bytes
     assert peak <= 1.1 * (read_bytes + pair_bytes) + 100_000, (peak, read_bytes, pair_bytes)
+
+
+@pytest.fixture(scope="module")
+def gapped(tmp_path_factory):
+    """An H5MD file of AdK's CA atoms, 24 frames 10 ps apart but for two frames dropped after 170 ps (170 ->
+    200 ps) and a pause after 300 ps (300 -> 1000 ps); a copy of it whose frame 5 holds a NaN."""
+    from trajscale.convert.convert import convert
+
+    d = tmp_path_factory.mktemp("gapped")
+    u = mda.Universe(D.PSF, D.DCD)
+    ca = u.select_atoms("name CA")
+    top = str(d / "ca.pdb")
+    ca.write(top)
+    times = [10.0 * k for k in range(18)] + [200.0 + 10 * k for k in range(11)] + [1000.0 + 10 * k for k in range(6)]
+    xtc = str(d / "gapped.xtc")
+    with mda.Writer(xtc, ca.n_atoms) as w:
+        for fr, t in zip(range(len(times)), times, strict=True):
+            u.trajectory[fr]
+            u.trajectory.ts.time = t
+            w.write(ca)
+    h5md = str(d / "gapped.h5md")
+    convert(top, [xtc], h5md)
+    nan = str(d / "nan.h5md")
+    import shutil
+
+    shutil.copy(h5md, nan)
+    with h5py.File(nan, "r+") as f:
+        x = f["particles/all/position/value"][5]
+        x[1, 2] = np.nan
+        f["particles/all/position/value"][5] = x
+    return h5md, nan, top
+
+
+def test_pairs_are_cut_where_a_run_cuts_them(gapped):
+    """The dataset's pairs are the pairs h5py's times allow (NumPy, by hand: within runs of 10 ps steps) and
+    lagged_pairs' on a run's features (the frames' own coordinates as features): none spans the dropped
+    frames or the pause; a member with a NaN is refused as a run refuses it, with the same reason."""
+    import trajscale as ts
+    from trajscale.ml.lagged import lagged_pairs
+
+    h5md, nan, top = gapped
+    with h5py.File(h5md, "r") as f:
+        t = f["particles/all/position/time"][()]
+        x = f["particles/all/position/value"][()]
+    run_of = np.cumsum(np.r_[0, ~np.isclose(np.diff(t), 10.0)])   # each frame's run of 10 ps steps
+    want = [k for k in range(len(t) - LAG) if run_of[k] == run_of[k + LAG]]
+    assert 14 in want and 15 not in want and len(want) == len(t) - 3 * LAG
+    ds = LaggedEnsembleDataset([Member("gapped", (h5md,), None), Member("nan", (nan,), None)], LAG)
+    got = ds.read(np.arange(len(ds)))
+    assert got["frame"].tolist() == want
+    np.testing.assert_array_equal(got["time_lagged"] - got["time"], 10.0 * LAG)
+    np.testing.assert_array_equal(ds.pairs()[0], x[want].reshape(len(want), -1))
+    np.testing.assert_array_equal(ds.pairs()[1], x[np.array(want) + LAG].reshape(len(want), -1))
+    r = ts.run(ts.Distances("index 0", "index 1", pbc=False), ts.Ensemble([Member("gapped", (h5md,), top),
+                                                                 Member("nan", (nan,), top)]))
+    features = [ts.ml.lagged.FeatureTrajectory(m.name, res.frames[:, None].astype(np.float64), {},
+                                                np.asarray(res.times)) for m, res in r.items()]
+    frames_x, _ = lagged_pairs(features, LAG)
+    assert frames_x[:, 0].tolist() == want
+    assert [(x.member.name, x.reason) for x in ds.refused] == [(x.member.name, x.reason) for x in r.refused]
+    assert "NaN/inf coordinates in frame 5" in ds.refused[0].reason

@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, check_finite
 from ..kernels.geometry import box_volume
 from ..kernels.sums import mean_and_m2
-from .base import Analysis, Prepared, check_finite, no_frames
+from .base import Analysis, Prepared, no_frames
 from .fitting import fitted_sums, prepare_fit
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as

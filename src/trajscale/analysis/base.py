@@ -269,21 +269,6 @@ def no_frames(source: str, analysis: str) -> TrajscaleError:
     return FrameRangeError(f"{source}: no frame was analysed, and the {analysis} analysis needs at least one")
 
 
-def finite_frames(positions: np.ndarray) -> np.ndarray:
-    """(F,) bool: which frames of (F, N, 3) coordinates are all finite (one summing pass clears the common
-    case; every value is checked only where a sum is not finite)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        quick = np.isfinite(positions.sum(axis=(1, 2)))
-    return quick if quick.all() else np.isfinite(positions).all(axis=(1, 2))
-
-
-def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
-    """Raise BadCoordinatesError naming the first frame with NaN/inf coordinates."""
-    finite = finite_frames(positions)
-    if not finite.all():
-        raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
-
-
 def check_finite_reference(positions, frame: int, trajectory) -> None:
     """Raise BadCoordinatesError when a reference Universe's positions (arrays) at ``frame`` hold NaN/inf."""
     if not all(np.isfinite(p).all() for p in positions):

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, check_finite
 from ..errors import ConfigError
 from ..kernels.geometry import centre_of_mass, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections, check_finite, masses_of, positive_weights
+from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections, masses_of, positive_weights
 from .options import NO_PBC, Command, Option
 from .results import SERIES_OUT, TimeSeries
 

@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block, sorted_unique
+from ..block import Block, check_finite, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, indexed_pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes, check_finite
+from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes
 from .fitting import frame_index, reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
 from .residues import atom_table, derived, narrowed

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block, sorted_unique
+from ..block import Block, check_finite, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import quad_dihedral_sincos, quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared
 from .options import NO_PBC, Command, Option
 from .residues import atom_table, backbone_quintuples, derived, side_quadruples, topology_of
 from .results import SERIES_OUT, Features, TimeSeries

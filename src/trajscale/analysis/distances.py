@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block, sorted_unique
+from ..block import Block, check_finite, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import distance_arrays, pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections, check_finite
+from .base import Analysis, FrameRows, MinimumImage, Prepared, TwoSelections
 from .options import NO_PBC, Command, Option
 from .residues import atom_table, atom_words, derived
 from .results import SERIES_OUT, Features, TimeSeries

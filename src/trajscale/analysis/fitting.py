@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..block import check_finite
 from ..errors import FrameRangeError, SelectionError
 from ..kernels.geometry import apply_fit
 from ..kernels.sums import frame_sums
 from ..kernels.superpose import Reference, superpose_rmsd
 from ..topology import select_atoms
-from .base import check_finite, check_finite_reference
+from .base import check_finite_reference
 
 #: Bytes of float64 coordinates a fit moves at once (:func:`fitted_sums`): its copies of the selection
 #: (picked, widened, centred, rotated) are made this many bytes at a time, whatever the block's size.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, check_finite
 from ..kernels.geometry import radius_of_gyration
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite, masses_of, positive_weights
+from .base import Analysis, FrameRows, Prepared, masses_of, positive_weights
 from .options import Command, Option
 from .results import SERIES_OUT, TimeSeries
 

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, check_finite
 from ..errors import BadCoordinatesError
 from ..kernels.sums import mean_and_m2, shift_of
-from .base import Analysis, Prepared, check_finite, no_frames
+from .base import Analysis, Prepared, no_frames
 from .fitting import fitted, fitted_sums, prepare_fit
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..block import Block
+from ..block import Block, check_finite
 from ..errors import ConfigError
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, check_finite
+from .base import Analysis, FrameRows, Prepared
 from .results import TimeSeries
 
 #: A function of ``__main__`` travels as this prefix + its cloudpickle, base64 (configs stay plain strings).

@@ -29,10 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..block import check_finite
+from ..engine import frame_range
 from ..errors import ConfigError, InputFileError, StoreError, TrajscaleError
 from ..sources.opened import OpenSources
 from .dataset import _as_index, _batch_buffer, _BatchReads, runs
-from .lagged import part_breaks
+from .lagged import piece_bounds
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ class _Member:
     labels: dict
     #: where a member of a file of several lies (its Source's ``member_layout``: parsed once, not at each open)
     layout: object = None
-    #: frames where a part begins that does not follow the one before it (:func:`~trajscale.ml.lagged.part_breaks`)
+    #: frames where a run of regularly spaced frames begins, past frame 0 (:func:`~trajscale.ml.lagged.piece_bounds`)
     breaks: tuple[int, ...] = ()
 
 
@@ -92,10 +94,12 @@ def _opened(member, storage_options: dict | None):
         return open_source(member.run_trajectory(), member.topology)
 
 
-def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None):
+def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None,
+              check_frames: bool = True):
     """The member described (its one open while the dataset is made), or why it cannot be read (a missing
-    or damaged file: a string); one that lacks what was asked for (a field, atomic numbers) raises.  With
-    ``numbers`` (a dict by file), its file's atomic numbers are read into it, once per file.
+    or damaged file, NaN/inf coordinates: a string); one that lacks what was asked for (a field, atomic
+    numbers) raises.  With ``numbers`` (a dict by file), its file's atomic numbers are read into it, once per
+    file.  ``check_frames``: every frame is read once (:func:`_checked_times`).
     """
     from ..storage import using
 
@@ -117,7 +121,9 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
             numbers[src.path] = read()
         try:
             config = src.get_config()
-            breaks = part_breaks(src)
+            frame_range(None, None, src.n_frames, src.path)   # (none: refused as a run refuses it)
+            times = _checked_times(src) if check_frames else src.frame_times()[0]
+            breaks = tuple(piece_bounds(times)[1:-1].tolist())
             layout = type(src).member_layout(config)   # (a member of a file of several: where its data lie)
         except (ImportError, MemoryError):
             raise
@@ -126,17 +132,34 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
         return _Member(member.name, config, src.n_frames, src.n_atoms, dict(member.labels), layout, breaks)
 
 
+#: Bytes of coordinates :func:`_checked_times` reads at once.
+CHECK_BYTES = 32 * 1024**2
+
+
+def _checked_times(src) -> np.ndarray:
+    """Every frame's time, each frame's coordinates checked as a run checks them
+    (:func:`~trajscale.block.check_finite`: NaN/inf raises, naming the frame), a bounded block at a time."""
+    n = src.n_frames
+    times = np.empty(n)
+    per_read = max(1, CHECK_BYTES // max(1, 12 * src.n_atoms))
+    for a in range(0, n, per_read):
+        block = src.read(a, min(n, a + per_read))
+        check_finite(block, block.positions, src.path)
+        times[a:a + block.n_frames] = block.time
+    return times
+
+
 def _why_refused(member, exc: Exception) -> str:
     text = str(exc) if isinstance(exc, TrajscaleError) else f"{member.location}: {type(exc).__name__}: {exc}"
     return " ".join(text.split())
 
 
 def _described(trajectories, storage_options: dict | None, fields: tuple[str, ...],
-               numbers: dict | None) -> tuple[list[_Member], list]:
+               numbers: dict | None, check_frames: bool = True) -> tuple[list[_Member], list]:
     """Each member described, or refused (``Refusal``: index, member, reason) when it cannot be read."""
     members, refused = [], []
     for i, m in enumerate(_members_of(trajectories, storage_options)):
-        got = _describe(m, storage_options, fields, numbers)
+        got = _describe(m, storage_options, fields, numbers, check_frames)
         if isinstance(got, str):
             from ..ensemble.prepare import Refusal  # (the run's machinery: imported only for a refusal)
 
@@ -188,6 +211,10 @@ class EnsembleDataset(_BatchReads):
         For members behind URLs (``endpoint_url``, ...; default: the environment's).
     transform
         Called on each item (a dict of arrays; a whole packed batch for a batch read).
+    check_frames
+        Read every frame once as the dataset is made: a member with NaN/inf coordinates is refused, as a run
+        refuses it, and each member's regular runs of frames come from its frames' times. False: no such pass
+        (the times alone are read: an XTC's headers, one atom a frame of other formats), and NaN/inf is served.
 
     Raises
     ------
@@ -199,13 +226,15 @@ class EnsembleDataset(_BatchReads):
     Attributes
     ----------
     refused
-        The members that could not be read (a missing or damaged file), left out: ``Refusal`` records
-        (``index`` in the ensemble, ``member``, ``reason``), as an ensemble run lists them.
+        The members that could not be read (a missing or damaged file, NaN/inf coordinates), left out:
+        ``Refusal`` records (``index`` in the ensemble, ``member``, ``reason``), as an ensemble run lists them,
+        with the same reasons.
     """
 
     def __init__(self, trajectories, fields: Sequence[str] = ("position",), *, atomic_numbers: bool = False,
                  max_open: int = 16, cache_dir: str | os.PathLike | None = None,
-                 storage_options: dict | None = None, transform: Callable | None = None) -> None:
+                 storage_options: dict | None = None, transform: Callable | None = None,
+                 check_frames: bool = True) -> None:
         self.fields = tuple(fields)
         bad = [f for f in self.fields if f not in FIELDS]
         if bad or not self.fields:
@@ -222,7 +251,8 @@ class EnsembleDataset(_BatchReads):
         self.storage_options = storage_options
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
-        self.members, self.refused = _described(trajectories, storage_options, self.fields, numbers)
+        self.members, self.refused = _described(trajectories, storage_options, self.fields, numbers,
+                                                check_frames)
         if not self.members:
             raise ConfigError("the ensemble has no member")
         self.names = tuple(m.name for m in self.members)

@@ -66,29 +66,6 @@ def _off_step(dt: np.ndarray, step: float, times: np.ndarray) -> np.ndarray:
     return np.abs(dt - step) > tol
 
 
-def part_breaks(source) -> tuple[int, ...]:
-    """Frames of ``source`` where a part begins that does not follow the part before it in time: its step
-    differs from the one just before it (or just after, for a one-frame part), read one atom each."""
-    n, cuts = source.n_frames, []
-    one = np.array([0], np.int64)
-    for p in source.part_starts:
-        if not 0 < p < n:
-            continue
-        a, b = max(0, p - 2), min(n, p + 2)
-        t = np.asarray(source.read(a, b, one).time, np.float64)
-        k = p - a   # the join's position in t: t[k - 1] -> t[k]
-        if k >= 2:
-            step = t[k - 1] - t[k - 2]
-        elif len(t) > k + 1:
-            step = t[k + 1] - t[k]
-        else:
-            cuts.append(p)
-            continue
-        if step <= 0 or _off_step(np.array([t[k] - t[k - 1]]), step, t)[0]:
-            cuts.append(p)
-    return tuple(cuts)
-
-
 # -- one trajectory after another -------------------------------------------------------------------------------
 def feature_values(result) -> np.ndarray:
     """A per-frame result's values as ``(frames, features)``: each frame's array flattened in its own order
@@ -334,5 +311,5 @@ def stream_transform(features, *models) -> list[np.ndarray]:
 
 
 __all__ = ["CHUNK_BYTES", "FeatureStream", "FeatureTrajectory", "feature_arrays", "feature_values", "frame_chunks",
-           "lagged_chunks", "lagged_pairs", "pairs_of", "part_breaks", "piece_bounds", "stream_transform",
+           "lagged_chunks", "lagged_pairs", "pairs_of", "piece_bounds", "stream_transform",
            "trajectories"]

@@ -89,15 +89,20 @@ class LaggedEnsembleDataset(EnsembleDataset):
         Frames between ``x`` and ``y``.
     field
         The per-atom field of ``x`` and ``y``: ``position``, ``velocity`` or ``force``.
-    atomic_numbers, max_open, cache_dir, storage_options, transform
+    atomic_numbers, max_open, cache_dir, storage_options, transform, check_frames
         As :class:`~trajscale.ml.ensemble.EnsembleDataset` takes them.
+
+    A pair never spans two runs of regularly spaced frames: where a member's time step differs from its usual
+    one (a dropped frame, a pause between parts), it is cut as :func:`~trajscale.ml.lagged.lagged_pairs` cuts
+    a run's features (:func:`~trajscale.ml.lagged.piece_bounds`).
     """
 
     def __init__(self, trajectories, lagtime: int, *, field: str = "position", atomic_numbers: bool = False,
                  max_open: int = 16, cache_dir=None, storage_options: dict | None = None,
-                 transform: Callable | None = None) -> None:
+                 transform: Callable | None = None, check_frames: bool = True) -> None:
         super().__init__(trajectories, (field,), atomic_numbers=atomic_numbers, max_open=max_open,
-                         cache_dir=cache_dir, storage_options=storage_options, transform=transform)
+                         cache_dir=cache_dir, storage_options=storage_options, transform=transform,
+                         check_frames=check_frames)
         self.lagtime = _lag(lagtime)
         self.field = field
         firsts, counts = [], []
