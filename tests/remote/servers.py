@@ -2,7 +2,8 @@
 and https, with certificates made here by openssl), and the certificates themselves.
 
 nginx runs as a foreground master with one worker, its configuration, logs, pid and temporary folders in a
-temporary directory; its root is a folder the tests write into. ``/denied/`` answers 403.
+temporary directory; its root is a folder the tests write into. ``/denied/`` answers 403; ``/private/`` asks for
+HTTP basic authentication (:data:`PRIVATE`'s user and password).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from .stores import free_port, wait_for_port
 
 NGINX_MISSING = "nginx is not installed (scripts/setup-env.sh installs Debian's: apt-get install nginx)"
 OPENSSL_MISSING = "openssl is not installed (Debian's openssl makes the test certificates)"
+#: The user and password nginx's ``/private/`` folder asks for (a recognisable secret, grepped for in what runs print).
+PRIVATE = ("reader", "S3CR3Tpl4nt3d")
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -64,10 +67,15 @@ class Nginx:
         self.ca = certs.ca
         self.root = folder / "root"
         (self.root / "denied").mkdir(parents=True, exist_ok=True)
+        (self.root / "private").mkdir(exist_ok=True)
+        hashed = subprocess.run(["openssl", "passwd", "-apr1", PRIVATE[1]], check=True, capture_output=True,
+                                text=True).stdout.strip()
+        (folder / "htpasswd").write_text(f"{PRIVATE[0]}:{hashed}\n")
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (folder / sub).mkdir(exist_ok=True)
         self.http, self.https, self.https_self = free_port(), free_port(), free_port()
-        site = f"root {self.root}; location /denied/ {{ deny all; }}"
+        site = (f"root {self.root}; location /denied/ {{ deny all; }} "
+                f"location /private/ {{ auth_basic private; auth_basic_user_file {folder / 'htpasswd'}; }}")
         user = "user root root;" if os.geteuid() == 0 else ""   # the workers read the test's private folders
         temp = " ".join(f"{k}_temp_path {folder / k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         temp = temp.replace(str(folder / "client_body"), str(folder / "body"))

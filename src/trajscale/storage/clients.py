@@ -12,10 +12,12 @@ first of the ``ca_bundle`` option, ``REQUESTS_CA_BUNDLE``, ``AWS_CA_BUNDLE``, ``
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigError
 from ..util import SCHEME_PREFIXES, scheme_of
@@ -216,6 +218,17 @@ def _client(url: str, client_options: dict, timeout: float, trust: tuple[str, st
     return client
 
 
+def _basic_auth(root: str) -> tuple[str, str | None]:
+    """An http(s) URL's user and password (``https://user:pass@host/...``) as a basic ``Authorization`` header,
+    and the URL without them: obstore's client sends no credentials it finds in a URL."""
+    parts = urlsplit(root)
+    if parts.username is None:
+        return root, None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+    bare = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+    return bare, "Basic " + base64.b64encode(pair).decode()
+
+
 def _build(name: str, root: str, fs_options: dict, client: dict, timeout: float):
     obstore_store = require("obstore.store")
     from datetime import timedelta
@@ -224,6 +237,9 @@ def _build(name: str, root: str, fs_options: dict, client: dict, timeout: float)
     shown = f"{STORE_SCHEMES[name].prefixes[0]}{root}"
     try:
         if name == "http":
+            root, authorization = _basic_auth(root)
+            if authorization:
+                client["default_headers"] = {"authorization": authorization}
             return obstore_store.HTTPStore.from_url(root, client_options=client, retry_config=retry)
         config, profile = store_config(name, fs_options)
         provider = aws_profile(config, profile) if name == "s3" else None
