@@ -137,3 +137,23 @@ def test_a_location_never_shows_its_options_values():
     assert where == Location("s3://b/k.xtc", {"key": "AKIAEXAMPLE", "secret": "do-not-print"})
     assert hash(where) == hash(Location("s3://b/k.xtc"))
     assert where.beside("p.h5md") == Location("s3://b/p.h5md", dict(where.options))   # read with the same options
+
+
+def test_what_is_shown_of_a_location_hides_passwords_and_secret_options():
+    from trajscale.storage import endpoint_of, redacted
+    from trajscale.storage.location import Location
+
+    text = "https://reader:pa:ss@host:8443/a.xtc: 401; see http://u:p@h/b?X-Amz-Signature=abc&X-Amz-Date=1&sv=2"
+    assert redacted(text) == ("https://reader:***@host:8443/a.xtc: 401; see http://u:***@h/b?X-Amz-Signature=***"
+                              "&X-Amz-Date=1&sv=2")
+    for kept in ("https://reader@host/a.xtc", "abfs://container@account.dfs.core.windows.net/a.xtc",
+                 "http://host:8080/a.xtc, mail me@host", "s3://b/k.xtc?versionId=3"):
+        assert redacted(kept) == kept   # a user alone, an Azure container and a port are no secrets
+    options = {"account_key": "k1", "sas_token": "k2", "secret": "k3", "token": "k4", "password": "k5",
+               "endpoint_url": "http://admin:k6@minio:9000", "region_name": "eu", "keys": [1], "anon": False,
+               "client_kwargs": {"aws_session_token": "k7"}}
+    shown = redacted(options)
+    assert not any(f"k{i}" in str(shown) for i in range(1, 8)), shown
+    assert shown["endpoint_url"] == "http://admin:***@minio:9000" and shown["region_name"] == "eu"
+    assert shown["keys"] == [1] and shown["anon"] is False and options["secret"] == "k3"   # (a copy shown)
+    assert "k9" not in repr(Location("https://u:k9@host/a.xtc")) and endpoint_of("http://u:k9@host:80/a") == "host:80"

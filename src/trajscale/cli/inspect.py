@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..storage import redacted
 from .options import add_h5md_options, add_strict_option
 
 
@@ -73,6 +74,7 @@ def main(args) -> int:
         facts["remote_costs"] = _remote_costs(args, facts)
     if not is_local(args.file):
         facts["validator"] = store_validator(args.file)
+    facts = redacted(facts)   # (what is printed names the file: never a URL's password)
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0
@@ -139,12 +141,13 @@ def _follow(args) -> int:
         from ..errors import ConfigError
 
         raise ConfigError(f"{' and '.join(given)}: not with --follow, which prints frame counts as they grow")
+    shown = redacted(args.file)
     for n, ended in frame_counts(args.file, idle=30.0 if args.idle is None else args.idle,
                                  group=args.h5md_group, assume_units=args.assume_units):
         if ended is None:
-            print(f"{args.file}: {n} complete frames", flush=True)
+            print(f"{shown}: {n} complete frames", flush=True)
             continue
-        print(f"{args.file}: {n} complete frames; ended: {ended[0].why(ended[1])}", file=sys.stderr)
+        print(f"{shown}: {n} complete frames; ended: {redacted(ended[0].why(ended[1]))}", file=sys.stderr)
         return ended[0].exit_status()
     return 0
 
@@ -170,6 +173,7 @@ def _inspect_other(args, match) -> int:
         facts["validator"] = store_validator(args.file)
     stem = os.path.splitext(os.path.basename(args.file.rstrip("/")))[0] or "traj"
     facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"
+    facts = redacted(facts)
     if args.json:
         print(json.dumps(facts, indent=1))
         return 0

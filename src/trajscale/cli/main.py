@@ -156,9 +156,13 @@ class _Formatter(logging.Formatter):
     """``trajscale: message`` for trajscale's lines, ``LOGGER: message`` for a library's (-vv)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        # (imported here: a command that logs nothing never imports it)
+        from ..storage import redacted
+
         msg = record.getMessage()
         if record.exc_info:
             msg += "\n" + self.formatException(record.exc_info)
+        msg = redacted(msg)   # a URL's password, wherever a line (a library's too) names it
         name = "trajscale" if record.name.split(".")[0] in ("trajscale", "root", "__main__") else record.name
         return f"{name}: {msg}"
 
@@ -257,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except TrajscaleError as exc:
         if not exc.reported_elsewhere:
-            print(f"trajscale {args.command}: error: {exc}", file=sys.stderr)
+            from ..storage import redacted
+
+            print(f"trajscale {args.command}: error: {redacted(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:
         if exc.code and exc.code > 128:

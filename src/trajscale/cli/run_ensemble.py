@@ -128,6 +128,7 @@ def main(args, planned) -> int:
     from ..ensemble.run import EXIT_SOME_REFUSED
     from ..ensemble.saved import REFUSED
     from ..run import run
+    from ..storage import redacted
     from .checks import check_outputs
 
     given = [x for x in (args.topology, *args.trajectories) if x is not None]
@@ -163,9 +164,9 @@ def main(args, planned) -> int:
     else:
         print(f"nothing left to run: every trajectory's results were saved in {folder} before")
     for line in first.trajectories.lines():
-        print(line)
+        print(redacted(line))
     print(f"results of each trajectory: {folder}")
-    line = refused_line(results, os.path.join(folder, REFUSED))
+    line = redacted(refused_line(results, os.path.join(folder, REFUSED)))
     if line:   # (on stderr, as errors are: -q keeps it)
         print(line, file=sys.stderr, flush=True)
         return EXIT_SOME_REFUSED

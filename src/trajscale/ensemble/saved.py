@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, OutputError
+from ..storage import redacted
 
 #: Version of the folder's layout.
 FORMAT = 2
@@ -118,7 +119,8 @@ class ResultsFolder:
                  overwrite: bool = False) -> None:
         self.path = Path(path)
         self.members = self.path / MEMBERS
-        self.manifest = {"format": FORMAT, **json.loads(json.dumps(dict(manifest), default=str))}
+        # (written as shown, never with a URL's password or a secret option; a resumed run's is compared so too)
+        self.manifest = redacted({"format": FORMAT, **json.loads(json.dumps(dict(manifest), default=str))})
         if self.path.exists() and not self.path.is_dir():
             raise OutputError(self.path, "is a file: an ensemble's results go into a folder")
         old = self._read_manifest()
@@ -257,13 +259,13 @@ class ResultsFolder:
 
 
 def write_refused(path: str | os.PathLike, rows: list[dict], columns: Iterable[str]) -> None:
-    """The refused table as CSV: each trajectory's catalog row and the reason."""
+    """The refused table as CSV: each trajectory's catalog row and the reason (URLs shown without a password)."""
     cols = list(dict.fromkeys([*columns, "reason"]))
     out = io.StringIO()
     w = csv.DictWriter(out, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: "" if r.get(k) is None else r.get(k) for k in cols})
+        w.writerow({k: "" if r.get(k) is None else redacted(r.get(k)) for k in cols})
     data = out.getvalue().encode()
     _write_atomic(Path(path), lambda fh: fh.write(data))
 

@@ -160,9 +160,11 @@ class EnsembleFacts:
 
 def report_dict(report, facts: EnsembleFacts) -> dict:
     """The run report's JSON with the trajectories' view under ``"ensemble"`` (a report reader ignores it)."""
+    from ..storage import redacted
+
     d = report.to_dict()
     d["ensemble"] = facts.to_dict()
-    return d
+    return redacted(d)   # (a URL's password, a secret option: never written)
 
 
 __all__ = ["SLOWEST", "EnsembleFacts", "MemberCosts", "MemberStats", "histogram_edges", "report_dict"]

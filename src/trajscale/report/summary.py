@@ -118,7 +118,9 @@ def run_summary(report: RunReport, out: str | None = None, report_path: str | No
         lines.append(f"  results: {out}")
     if report_path:
         lines.append(f"  report:  {report_path}")
-    return "\n".join(lines) + "\n" + short_report(report)
+    from ..storage import redacted
+
+    return redacted("\n".join(lines) + "\n" + short_report(report))   # (advice names the inputs)
 
 
 class Report(RunReport):

@@ -199,9 +199,10 @@ class RunReport:
 
     def write(self, path: str | os.PathLike, phase: str | None = None) -> None:
         """Write as JSON atomically; ``phase``: the time since the ``process`` record ended is added to it first."""
+        from ..storage import redacted
         from ..util import save_output
 
-        d = self.to_dict()
+        d = redacted(self.to_dict())   # (a URL's password, a secret option: never written)
         if phase is not None and self.process:
             self.add_to_phase(phase)   # after the diagnosis: the serialisation is the write's cost
             d["process"] = dict(self.process, phases=dict(self.process["phases"]))

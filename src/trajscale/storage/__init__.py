@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import ConfigError
@@ -25,8 +26,14 @@ from ..util import is_url
 
 #: Options trajscale reads itself (the rest go to the object store's client, in its own names).
 OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle")
-#: Keys whose values are never shown (a message lists the options' names only anyway).
-SECRET_WORDS = ("secret", "token", "password", "key", "credential", "session")
+#: Names whose values are never shown (an option, a URL's query parameter): these words anywhere in the name,
+#: or (short words that other names hold) as a word of it: ``sas_token``, ``account_key``, ``X-Amz-Signature``.
+_SECRET_NAME = re.compile(r"secret|token|passw|credential|"
+                          r"(?:^|[_.-])(?:key|sas|sig|signature|session|auth|authorization|pwd)(?:$|[_.-])", re.I)
+#: A URL's password, after its scheme and user (a password holds no ``/`` or ``@`` unescaped, nor a blank).
+_USER_INFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", re.I)
+#: A query parameter: (what precedes its value, its name, its value).
+_QUERY = re.compile(r"([?&;]([^=&;\s#]+)=)([^&;\s#]*)")
 
 #: The process's options, for the rest of its life (the command line's ``--storage-option``: :func:`set_options`).
 _PROCESS: dict = {}
@@ -92,9 +99,18 @@ def shown(options: Mapping | None) -> str:
 
 
 def redacted(value):
-    """``value`` (a config) with credential-like keys' values hidden, for a ``repr`` a log may print."""
+    """``value`` as it may be shown: in text, every URL's password (``https://user:***@host/...``) and every
+    secret query parameter's value; in a mapping (a config, options), every secret option's value; lists,
+    tuples and nested mappings alike. The value itself is left as it is: it still reads the bytes."""
+    if isinstance(value, str):
+        if "@" in value:
+            value = _USER_INFO.sub(r"\1:***@", value)
+        if "=" in value and ("?" in value or "&" in value):
+            value = _QUERY.sub(lambda m: m.group(1) + ("***" if _SECRET_NAME.search(m.group(2)) else m.group(3)),
+                               value)
+        return value
     if isinstance(value, Mapping):
-        return {k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) and v else redacted(v)
+        return {k: "***" if v and isinstance(k, str) and _SECRET_NAME.search(k) else redacted(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redacted(v) for v in value)
@@ -104,7 +120,8 @@ def redacted(value):
 def endpoint_of(url: str, options: Mapping | None = None) -> str:
     """Where the object is asked for (for messages): the endpoint for ``s3://``, the host for http."""
     if not url.startswith("s3://"):
-        return url.split("/", 3)[2] if url.count("/") >= 2 else url
+        host = url.split("/", 3)[2] if url.count("/") >= 2 else url
+        return host.rpartition("@")[2] if url.startswith(("http://", "https://")) else host   # (no user, no password)
     opts = dict(options or {})
     ep = opts.get("endpoint_url") or (opts.get("client_kwargs") or {}).get("endpoint_url") \
         or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -147,4 +164,4 @@ def resolve(base: str, relative: str) -> str:
 
 __all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "is_url",
            "parse_option", "parse_options",
-           "resolve", "set_options", "shown", "using"]
+           "redacted", "resolve", "set_options", "shown", "using"]

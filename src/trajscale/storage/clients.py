@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigError
 from ..util import SCHEME_PREFIXES, scheme_of
-from . import OWN_OPTIONS
+from . import OWN_OPTIONS, redacted
 from .credentials import aws_profile, require
 
 #: obstore's HTTP client options that a storage option may set, for every scheme (bool or str).
@@ -234,7 +234,7 @@ def _build(name: str, root: str, fs_options: dict, client: dict, timeout: float)
     from datetime import timedelta
 
     retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=timeout)}
-    shown = f"{STORE_SCHEMES[name].prefixes[0]}{root}"
+    shown = redacted(f"{STORE_SCHEMES[name].prefixes[0]}{root}")
     try:
         if name == "http":
             root, authorization = _basic_auth(root)

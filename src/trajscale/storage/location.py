@@ -58,10 +58,10 @@ class Location:
         return self.where
 
     def __repr__(self) -> str:
-        # (the options' names only: some are credentials, and a repr reaches logs)
-        from . import shown
+        # (no password, and the options' names only: some are credentials, and a repr reaches logs)
+        from . import redacted, shown
 
-        return f"Location({self.where!r}{f', options: {shown(self.options)}' if self.options else ''})"
+        return f"Location({redacted(self.where)!r}{f', options: {shown(self.options)}' if self.options else ''})"
 
     # -- what it is, told without I/O ---------------------------------------------------------------------------
     @property
