@@ -238,8 +238,9 @@ def _build(name: str, root: str, fs_options: dict, client: dict, timeout: float)
     try:
         if name == "http":
             root, authorization = _basic_auth(root)
-            if authorization:
-                client["default_headers"] = {"authorization": authorization}
+            headers = client.get("default_headers") or {}
+            if authorization and not any(k.lower() == "authorization" for k in headers):   # (a caller's wins)
+                client["default_headers"] = {**headers, "authorization": authorization}
             return obstore_store.HTTPStore.from_url(root, client_options=client, retry_config=retry)
         config, profile = store_config(name, fs_options)
         provider = aws_profile(config, profile) if name == "s3" else None
