@@ -34,6 +34,16 @@ from .columns import MemberColumns
 RESERVED = ("name", "trajectory", "topology", "format")
 #: Catalog formats by file name ending.
 CATALOG_FORMATS = {".csv": "csv", ".toml": "toml", ".parquet": "parquet", ".pq": "parquet"}
+#: The bounds a catalog is read within, checked before any member is made: rows (an mdCATH-sized data set is
+#: 135,000), label columns, characters of a name, label or column name (each is repeated on every row of a
+#: long table), and of a location (PATH_MAX; a URL's key is shorter).
+MAX_ROWS = 1_000_000
+MAX_LABELS = 256
+MAX_NAME = 1024
+MAX_LOCATION = 4096
+#: Bytes of a TOML catalog (about 20,000 members; a larger ensemble is a CSV or Parquet catalog): TOML is parsed
+#: in Python, at a few MB a second.
+MAX_TOML_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +230,7 @@ class Ensemble:
                                         f"{ext or 'no ending'} is none of them")
         data = _catalog_bytes(where, storage_options)
         rows = {"csv": _csv_rows, "toml": _toml_rows, "parquet": _parquet_rows}[kind](data, where)
-        return cls(_named(_rows_made(rows, where)), origin=where, storage_options=storage_options)
+        return cls(_named(_rows_made(_bounded(rows, where), where)), origin=where, storage_options=storage_options)
 
     @classmethod
     def from_glob(cls, pattern, *, topology=None, labels: str | None = None,
@@ -332,18 +342,29 @@ def _csv_rows(data: bytes, where: str) -> Iterator[dict]:
                 raise InputFileError(where, "is not a UTF-8 text CSV catalog") from None
 
     reader = csv.reader(lines())
-    head = next(reader, None)
+
+    def records() -> Iterator[list[str]]:
+        try:   # (csv's own limit on a cell, 128 KiB, says a line is no catalog's: its error is one line here)
+            yield from reader
+        except csv.Error as exc:
+            raise InputFileError(where, f"line {reader.line_num}: is not a CSV catalog's ({exc})") from None
+
+    rows = records()
+    head = next(rows, None)
     if head is None:
         raise InputFileError(where, "is an empty catalog: give a header row (trajectory, topology, labels...)")
     header = [h.strip() for h in head]
+    _check_columns(header, where)
     columns: list[list] = [[] for _ in header]
     seen: dict[str, str] = {}   # (a topology many rows name: held once)
     topology = header.index("topology") if "topology" in header else -1
-    for raw in reader:
+    for raw in rows:
         if not raw:
             continue   # (a blank line, as DictReader passes over it)
         if len(raw) > len(header):
             raise InputFileError(where, f"line {reader.line_num}: more cells than the header's {len(header)} columns")
+        if columns and len(columns[0]) == MAX_ROWS:
+            raise _too_many(where)
         raw += [None] * (len(header) - len(raw))
         for k, v in enumerate(raw):
             v = v.strip() if isinstance(v, str) else v
@@ -379,16 +400,34 @@ def _typed(text: str):
 def _toml_rows(data: bytes, where: str) -> list[dict]:
     import tomllib
 
+    if len(data) > MAX_TOML_BYTES:
+        raise InputFileError(where, f"is a TOML catalog of {len(data) / 2**20:.0f} MiB: one is at most "
+                                    f"{MAX_TOML_BYTES // 2**20} MiB; give a larger ensemble as a CSV or Parquet "
+                                    "catalog")
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        # tomllib takes time quadratic in a dotted key's parts, and reads nested arrays and tables by recursion
+        if _DOTTED.search(text):
+            raise RecursionError
+        doc = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputFileError(where, f"is not a valid TOML catalog: {exc}") from None
+    except RecursionError:
+        raise InputFileError(where, "is not a TOML catalog: its keys, arrays or tables are nested too deep") from None
     unknown = [k for k in doc if k not in ("members", "defaults")]
     members, defaults = doc.get("members"), doc.get("defaults", {})
-    if unknown or not isinstance(members, list) or not isinstance(defaults, dict):
+    if unknown or not isinstance(members, list) or not isinstance(defaults, dict) \
+            or not all(isinstance(m, dict) for m in members):
         raise InputFileError(where, "a TOML catalog is an array of tables [[members]] (and an optional table "
-                                    f"[defaults]){f'; it has {unknown[0]!r}' if unknown else ''}")
+                                    f"[defaults]){f'; it has {_cut(unknown[0])!r}' if unknown else ''}")
+    _check_columns(dict.fromkeys(k for m in (defaults, *members) for k in m), where)
     return [{**defaults, **m} for m in members]
+
+
+#: A TOML key of more dotted parts than a catalog's tables nest (one: ``[defaults]``), where keys start (a line,
+#: a table's header, an inline table's entry), each part a bare or quoted key (matched in time linear in the text).
+_DOTTED = re.compile(r"""(?:^|[\[{,])[ \t]*+(?:(?:[\w-]++|"[^"\n]*+"|'[^'\n]*+')[ \t]*+\.[ \t]*+){16}""",
+                     re.MULTILINE)
 
 
 def _parquet_rows(data: bytes, where: str) -> list[dict]:
@@ -399,10 +438,88 @@ def _parquet_rows(data: bytes, where: str) -> list[dict]:
     import pyarrow as pa
 
     try:
+        meta = pq.ParquetFile(pa.BufferReader(data)).metadata   # (the bounds from the footer, before the rows)
+        if meta.num_rows > MAX_ROWS:
+            raise _too_many(where)
+        _check_columns(meta.schema.to_arrow_schema().names, where)
         table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputFileError(where, f"is not a readable Parquet catalog: {exc}") from None
     return table.to_pylist()
+
+
+def _check_columns(names: Iterable[str], where: str) -> None:
+    """Refuse a catalog of more label columns than :data:`MAX_LABELS`, or a column name past :data:`MAX_NAME`."""
+    names = list(names)
+    if len([n for n in names if n not in RESERVED]) > MAX_LABELS:
+        raise InputFileError(where, f"has {len(names):,} columns: a catalog's labels are at most {MAX_LABELS}")
+    long = next((n for n in names if len(n) > MAX_NAME), None)
+    if long is not None:
+        raise InputFileError(where, f"a column is named by {len(long):,} characters ({_cut(long)!r}...): "
+                                    f"a label's name is at most {MAX_NAME}")
+
+
+def _too_many(where: str) -> InputFileError:
+    return InputFileError(where, f"has more than {MAX_ROWS:,} rows: split it into catalogs of fewer")
+
+
+def _bounded(rows: Iterable[Mapping], where: str) -> Iterator[Mapping]:
+    """``rows``, each checked: at most :data:`MAX_ROWS`, its cells of the types and sizes a member takes."""
+    for i, row in enumerate(rows):
+        if i == MAX_ROWS:
+            raise _too_many(where)
+        problem = _bad_cell(row)
+        if problem:
+            raise InputFileError(where, f"row {i + 1}: {problem}")
+        yield row
+
+
+#: The parts of one trajectory a cell may join (a longer cell is no catalog's).
+_MAX_PARTS = 4096
+#: A label's values: text, numbers, true or false (or none).
+_LABEL_TYPES = (str, int, float, bool, type(None))
+
+
+def _bad_cell(row: Mapping) -> str | None:
+    """What is wrong with one of ``row``'s cells, in words; None when each is a member's."""
+    for key, v in row.items():
+        if key == "trajectory" and v is not None:
+            parts = (_parts(v) if len(v) <= _MAX_PARTS * MAX_LOCATION else None) if isinstance(v, str) \
+                else list(v) if isinstance(v, list | tuple) else None
+            if parts is None or not all(isinstance(p, str) for p in parts):
+                return (f"trajectory is {_kind(v)}: give a path or URL, or a list of them (the parts of one "
+                        "trajectory)")
+            long = next((p for p in parts if len(p) > MAX_LOCATION), None)
+            if long is not None:
+                return (f"trajectory {_cut(long)!r}... is {len(long):,} characters long: a path is at most "
+                        f"{MAX_LOCATION}")
+        elif key in ("topology", "format") and v is not None and not isinstance(v, str):
+            return f"{key} is {_kind(v)}: give a path or URL" if key == "topology" else f"format is {_kind(v)}"
+        elif key in ("topology", "format") and v is not None and len(v) > MAX_LOCATION:
+            return f"{key} {_cut(v)!r}... is {len(v):,} characters long: a path is at most {MAX_LOCATION}"
+        elif key not in RESERVED or key == "name":
+            what = "name" if key == "name" else f"label {_cut(key)!r}"
+            if not isinstance(v, _LABEL_TYPES) or (key == "name" and isinstance(v, bool | float)):
+                return f"{what} is {_kind(v)}: give text{' or a number' if key != 'name' else ''}"
+            if isinstance(v, str) and len(v) > MAX_NAME:
+                return f"{what} {_cut(v)!r}... is {len(v):,} characters long: at most {MAX_NAME}"
+    return None
+
+
+def _kind(value) -> str:
+    """What ``value`` is, in words: the type, and for a list what it holds first."""
+    if not isinstance(value, list | tuple):
+        return {dict: "a table", str: "text", bool: "true/false", int: "a number", float: "a number"}.get(
+            type(value), f"a {type(value).__name__}")
+    if not value:
+        return "an empty list"
+    first = type(value[0])
+    return "a list of " + {list: "lists", tuple: "lists", dict: "tables", str: "text", bool: "true/false",
+                           int: "numbers", float: "numbers"}.get(first, f"{first.__name__} values")
+
+
+def _cut(text: str, n: int = 40) -> str:
+    return text[:n]
 
 
 def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[tuple[Member, bool]]:
