@@ -144,7 +144,7 @@ def test_resume_refuses_a_partial_that_a_live_process_writes(tmp_path):
         r = subprocess.run(cmd + ["--resume"], check=False, capture_output=True, text=True, env=env, timeout=300)
         assert r.returncode != 0, r.stderr
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        assert len(lines) == 1 and f"another process (pid {proc.pid})" in lines[0], r.stderr
+        assert len(lines) == 1 and f"another process (pid {proc.pid} on " in lines[0], r.stderr
         assert proc.poll() is None, "the writer ended before the refusal could be checked"
     finally:
         proc.send_signal(signal.SIGTERM)

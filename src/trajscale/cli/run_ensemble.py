@@ -126,7 +126,8 @@ def main(args, planned) -> int:
     """Run the planned analyses over the ensemble, write their outputs, the report and the refused table."""
     from ..ensemble.catalog import Ensemble
     from ..ensemble.run import EXIT_SOME_REFUSED
-    from ..ensemble.saved import REFUSED
+    from ..ensemble.saved import REFUSED, folder_lock
+    from ..launch import current
     from ..run import run
     from ..storage import redacted
     from .checks import check_outputs
@@ -145,6 +146,8 @@ def main(args, planned) -> int:
         resume_revisions(folder, options.storage_options)
     ensemble = Ensemble.of(args.ensemble, options.storage_options, topology=args.ensemble_topology,
                            labels=args.ensemble_labels)
+    if not current().rank:   # the root holds the results folder until its outputs, read from there, are written
+        folder_lock(folder).take()
     results = run([p.analysis for p in planned], ensemble=ensemble, options=options, results=folder,
                   resume=args.resume, overwrite=args.overwrite, strict=args.strict, max_open=args.max_open,
                   round_size=args.round_size)

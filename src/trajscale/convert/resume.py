@@ -11,7 +11,6 @@ partial file in place keep one record per worker range (``.NAME.<kind>-progress.
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -21,6 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from ..errors import OutputError
+from ..locks import OutputLock
 from ..util import fsync_path
 
 log = logging.getLogger(__name__)
@@ -140,11 +140,6 @@ def save_record(path: Path, record: dict) -> None:
     os.replace(tmp, path)
 
 
-#: lock file path -> (descriptor, pid) of the partial-output locks this process holds: a resume in the
-#: same process (the Python API after an interrupt) takes its own lock over
-_HELD: dict[str, tuple[int, int]] = {}
-
-
 class Partial:
     """The temporary file, progress record and segment folder of one resumable output ``final`` (checked by
     ``check_output_path``), made from ``key`` (whose ``kind`` names the temporary files)."""
@@ -156,9 +151,8 @@ class Partial:
         self.tmp, self.record_path = partial_paths(final, self.kind)
         self.parts = unfinished(final, self.kind)[2]
         self.lock_path = self.final.with_name(f".{self.final.name}.{self.kind}-lock")
+        self._lock = OutputLock(self.lock_path, self.final, f"its partial output {self.tmp.name}")
         self.record: dict | None = None
-        self._lock: int | None = None   # the lock file's descriptor while this process holds it
-        self._owner = 0                  # the pid that took it (a forked worker inherits, never removes it)
         self._said_resumed = False
 
     @property
@@ -211,48 +205,13 @@ class Partial:
             raise OutputError(self.final, f"{differs}; start again without --resume")
 
     def hold(self) -> None:
-        """Take an ``flock`` on ``.NAME.<kind>-lock`` for this process's life (forked workers share it): another
-        run on the same output is refused while one holds it, and the kernel drops it when the last holder
-        exits, so a killed run leaves no stale lock.
-        """
-        if self._lock is not None:
-            return
-        held = _HELD.get(str(self.lock_path))
-        if held is not None and held[1] == os.getpid():   # an earlier, interrupted run of this process
-            self._lock, self._owner = held
-            return
-        import fcntl
-
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            finally:
-                os.close(fd)
-            raise OutputError(self.final, f"another process (pid {holder}) is writing its partial output "
-                                          f"{self.tmp.name}: wait for it to end, or stop it, before running "
-                                          "this again") from None
-        except OSError:   # a file system without locks (some network mounts): go on unguarded
-            os.close(fd)
-            return
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock, self._owner = fd, os.getpid()
-        _HELD[str(self.lock_path)] = (fd, self._owner)
-        # An interrupted run leaves its partial output and record, not the lock (forked workers
-        # end by os._exit, without atexit handlers, so only this process removes it)
-        atexit.register(self.release)
+        """Hold ``.NAME.<kind>-lock`` (:class:`~trajscale.locks.OutputLock`): another run on the same output
+        is refused while this process (or a forked worker of it) runs."""
+        self._lock.take()
 
     def release(self) -> None:
         """Remove and let go of the lock file (the output is finished or discarded, or this process ends)."""
-        if self._lock is not None and self._owner == os.getpid():
-            if _HELD.get(str(self.lock_path), (None,))[0] == self._lock:
-                del _HELD[str(self.lock_path)]
-                self.lock_path.unlink(missing_ok=True)
-                os.close(self._lock)
-            self._lock = None
+        self._lock.release()
 
     def worker_record(self, k: int) -> Path:
         """The progress record of worker range ``k`` of a direct-write run (``convert.direct``)."""

@@ -138,10 +138,14 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
                 raise
             out = None   # every member saved before, or refused: nothing to run
         finally:
-            if folder is not None and rounds.opened:
-                before = _refused_before(folder, ens, rounds.skipped) if eo.resume else []
-                folder.write_refused([r.row() for r in sorted([*before, *rounds.refused], key=lambda r: r.index)],
-                                     _columns(ens))
+            try:
+                if folder is not None and rounds.opened:
+                    before = _refused_before(folder, ens, rounds.skipped) if eo.resume else []
+                    folder.write_refused([r.row() for r in sorted([*before, *rounds.refused],
+                                                                  key=lambda r: r.index)], _columns(ens))
+            finally:
+                if folder is not None and folder.own_lock:
+                    folder.lock.release()
     if out is None and not rounds.opened:
         return None   # an MPI rank other than 0
     if not rounds.costs.n and not rounds.skipped:

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, OutputError
+from ..locks import OutputLock
 from ..storage import redacted
 
 #: Version of the folder's layout.
@@ -45,6 +46,8 @@ FORMAT = 2
 #: its members is the reduce of their partials, the bits of one run over their concatenation.
 AGGREGATES = frozenset({"rdf"})
 MANIFEST = "ensemble.json"
+#: Held while a run uses the folder (:class:`~trajscale.locks.OutputLock`): a second run there is refused.
+LOCK = ".lock"
 MEMBERS = "trajectories"
 REFUSED = "refused.csv"
 #: Trajectories a file of the folder gathers before the next round starts a file of its own; and the
@@ -121,8 +124,9 @@ class ResultsFolder:
         self.members = self.path / MEMBERS
         # (written as shown, never with a URL's password or a secret option; a resumed run's is compared so too)
         self.manifest = redacted({"format": FORMAT, **json.loads(json.dumps(dict(manifest), default=str))})
-        if self.path.exists() and not self.path.is_dir():
-            raise OutputError(self.path, "is a file: an ensemble's results go into a folder")
+        self.lock = folder_lock(self.path)
+        #: whether this run took the lock (not its caller): it lets go of it when it ends
+        self.own_lock = self.lock.take()   # (before the folder is read: no other run changes it meanwhile)
         old = self._read_manifest()
         if old is not None and resume and old != self.manifest:
             raise ConfigError(f"{self.path}: holds the results of another run (its analyses or frames differ: "
@@ -136,12 +140,13 @@ class ResultsFolder:
             for f in (MANIFEST, REFUSED):
                 (self.path / f).unlink(missing_ok=True)
         try:
-            self.members.mkdir(parents=True, exist_ok=True)
+            self.members.mkdir(exist_ok=True)
         except OSError as exc:
             raise OutputError(self.path, f"cannot make the results folder ({exc.strerror or exc})") from None
         for stale in self.members.glob(f"*{_TMP}*"):   # left by a run killed while it wrote
             stale.unlink(missing_ok=True)
-        _write_atomic(self.path / MANIFEST, lambda fh: fh.write(json.dumps(self.manifest, indent=1).encode()))
+        if old != self.manifest:   # (a resumed run writes nothing it has not changed: the folder may be read-only)
+            _write_atomic(self.path / MANIFEST, lambda fh: fh.write(json.dumps(self.manifest, indent=1).encode()))
         self._files = self._batch_files()
         self._seq = max(self._files, default=0) + 1   # the number of the next file this run writes
         self._pending = _Batch()   # the round under way's trajectories, written by sync
@@ -258,6 +263,18 @@ class ResultsFolder:
         return path
 
 
+def folder_lock(path: str | os.PathLike) -> OutputLock:
+    """The lock a run holds on its results folder ``path`` (made now if missing)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(path, "is a file: an ensemble's results go into a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(path, f"cannot make the results folder ({exc.strerror or exc})") from None
+    return OutputLock(path / LOCK, path, "its results there")
+
+
 def write_refused(path: str | os.PathLike, rows: list[dict], columns: Iterable[str]) -> None:
     """The refused table as CSV: each trajectory's catalog row and the reason (URLs shown without a password)."""
     cols = list(dict.fromkeys([*columns, "reason"]))
@@ -267,6 +284,11 @@ def write_refused(path: str | os.PathLike, rows: list[dict], columns: Iterable[s
     for r in rows:
         w.writerow({k: "" if r.get(k) is None else redacted(r.get(k)) for k in cols})
     data = out.getvalue().encode()
+    try:
+        if Path(path).read_bytes() == data:
+            return   # (as the run before left it: a complete folder is resumed without a write)
+    except OSError:
+        pass
     _write_atomic(Path(path), lambda fh: fh.write(data))
 
 
@@ -406,4 +428,5 @@ def _decode_dataclass(meta: dict, data: dict):
     return cls(**{k: _decode_value(v, data) for k, v in meta["fields"].items()})
 
 
-__all__ = ["AGGREGATES", "SAVE_MEMBERS", "MemberRecord", "ResultsFolder", "saved_names", "write_refused"]
+__all__ = ["AGGREGATES", "SAVE_MEMBERS", "MemberRecord", "ResultsFolder", "folder_lock", "saved_names",
+           "write_refused"]

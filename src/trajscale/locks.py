@@ -1,0 +1,90 @@
+"""An output in use: an ``flock`` on a lock file that names its holder, for as long as the holder runs.
+
+convert's and rechunk's partial outputs and an ensemble's results folder are each written by one run at a
+time: a second is refused in one line naming the holder (its pid and host).  The kernel lets go of an
+``flock`` when the last process holding the file ends, so a killed run leaves no stale lock: the next run
+takes it over.  Forked workers share their parent's lock and never remove it; the process that took it
+removes the file when it lets go, or when it exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from pathlib import Path
+
+from .errors import OutputError
+
+#: lock file path -> (descriptor, pid) of the locks this process holds: a run again in the same process
+#: (the Python API after an interrupt) takes its own lock over
+_HELD: dict[str, tuple[int, int]] = {}
+
+
+class OutputLock:
+    """The lock file ``path`` of the output ``output`` (named in the refusal, ``what`` saying what is held)."""
+
+    def __init__(self, path: str | os.PathLike, output: str | os.PathLike, what: str) -> None:
+        self.path = Path(path)
+        self.output = output
+        self.what = what
+        self._fd: int | None = None   # the lock file's descriptor while this process holds it
+        self._owner = 0                # the pid that took it (a forked worker inherits, never removes it)
+
+    def take(self) -> bool:
+        """Hold the lock for this process's life (or until :meth:`release`); OutputError if another holds it.
+        Where no lock can be taken (a read-only or lockless file system), nothing else can write either: go on.
+        False when this process held it already (an earlier run, or its caller)."""
+        if self._fd is not None:
+            return False
+        held = _HELD.get(str(self.path))
+        if held is not None and held[1] == os.getpid():   # an earlier, interrupted run of this process
+            self._fd, self._owner = held
+            return False
+        import fcntl
+
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                return True
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    holder = os.read(fd, 256).decode(errors="replace").strip() or "?"
+                finally:
+                    os.close(fd)
+                pid, _, host = holder.partition("@")
+                raise OutputError(self.output, f"another process (pid {pid}{f' on {host}' if host else ''}) is "
+                                               f"writing {self.what}: wait for it to end, or stop it, before "
+                                               "running this again") from None
+            except OSError:
+                os.close(fd)
+                return True
+            try:   # the file its holder removed as this process opened it is no lock any more: open it again
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        from .util import host_name
+
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}@{host_name()}".encode())
+        self._fd, self._owner = fd, os.getpid()
+        _HELD[str(self.path)] = (fd, self._owner)
+        # forked workers end by os._exit, without atexit handlers: only this process removes it
+        atexit.register(self.release)
+        return True
+
+    def release(self) -> None:
+        """Remove and let go of the lock file (the output is finished or discarded, or this process ends)."""
+        if self._fd is not None and self._owner == os.getpid():
+            if _HELD.get(str(self.path), (None,))[0] == self._fd:
+                del _HELD[str(self.path)]
+                self.path.unlink(missing_ok=True)
+                os.close(self._fd)
+        self._fd = None
+
+
+__all__ = ["OutputLock"]
