@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import ConfigError, ParallelUnavailableError
+from .util import process_folder
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class DaskCluster:
     own_client: bool = True
     phases: dict[str, float] = field(default_factory=dict)
     job_ids: tuple[str, ...] = ()
+    scratch: str | None = None   # the local workers' temporary folder, removed on close
 
     @property
     def external(self) -> bool:
@@ -114,8 +116,12 @@ class DaskCluster:
             if self.own_client and client is not None:
                 client.close()
         finally:
-            if cluster is not None:
-                cluster.close()
+            try:
+                if cluster is not None:
+                    cluster.close()
+            finally:
+                if self.scratch is not None:
+                    shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _note(phases: dict, phase: str, seconds: float) -> None:
@@ -152,21 +158,30 @@ def dask_cluster(n_workers: int | None = None, *, scheduler: str | None = None, 
     t0 = time.perf_counter()
     if cluster == "slurm":
         return _slurm_cluster(distributed, n_workers, slurm or SlurmJobs(), phases)
+    import dask
+
+    # Dask's scratch space (the scheduler's and the workers') in the run's own temporary folder, removed with it
+    scratch = process_folder()
     # Spawned workers must not re-run a script's unguarded top level; a Ctrl-C while the cluster starts is held
-    with sigint_blocked(), main_not_reimported(), _workers_forked():
+    with sigint_blocked(), main_not_reimported(), _workers_forked(), dask.config.set({"temporary-directory": scratch}):
         extra = {} if silence_logs is None else {"silence_logs": silence_logs}
-        made = distributed.LocalCluster(n_workers=max(1, int(n_workers or os.cpu_count() or 1)),
-                                        threads_per_worker=int(threads_per_worker), processes=True,
-                                        dashboard_address=":0", **extra)
+        try:
+            made = distributed.LocalCluster(n_workers=max(1, int(n_workers or os.cpu_count() or 1)),
+                                            threads_per_worker=int(threads_per_worker), processes=True,
+                                            dashboard_address=":0", local_directory=scratch, **extra)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
         try:
             got = distributed.Client(made)
             if log.getEffectiveLevel() > logging.DEBUG:
                 got.run(quiet_failed_heartbeats)
         except BaseException:
             made.close()
+            shutil.rmtree(scratch, ignore_errors=True)
             raise
     _note(phases, "pool_start", time.perf_counter() - t0)   # the workers start with a LocalCluster
-    return DaskCluster(got, "local", cluster=made, phases=phases)
+    return DaskCluster(got, "local", cluster=made, phases=phases, scratch=scratch)
 
 
 class _FailedHeartbeat(logging.Filter):

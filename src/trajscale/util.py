@@ -236,6 +236,35 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+#: The temporary folder of a run's worker processes (a pool's task marks, Dask's scratch space).
+TASKS_PREFIX = "trajscale-tasks-"
+
+
+def process_folder(prefix: str = TASKS_PREFIX, where: str | None = None) -> str:
+    """A new folder ``PREFIX<pid>-<random>`` in ``where`` (default: the temporary folder) for the files of this
+    process's workers; the folders of this user's processes that are gone (killed before they could remove
+    theirs) are removed first.  OSError where none can be made."""
+    import shutil
+    import tempfile
+
+    where = where or tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(where) if n.startswith(prefix)]
+    except OSError:
+        names = []
+    for name in names:
+        pid = name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or pid_alive(int(pid)):
+            continue
+        path = os.path.join(where, name)
+        try:
+            if os.stat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where)
+
+
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     """Remove this user's ``.NAME.tmp-PID@HOST`` files in ``folder`` whose process here is gone; return them."""
     removed = []

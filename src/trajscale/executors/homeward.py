@@ -47,35 +47,14 @@ def results_folder() -> str | None:
     """A new folder in shared memory for one pool's results; None where the system has none. The folders of
     parents that are gone (killed before they could remove theirs) are removed first: memory is not a disk
     that a reboot is expected to clean."""
+    from ..util import process_folder
+
     if not os.path.isdir(SHARED_MEMORY) or not os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
         return None
-    remove_orphaned_folders()
     try:
-        return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=SHARED_MEMORY)
+        return process_folder(PREFIX, SHARED_MEMORY)
     except OSError:
         return None
-
-
-def remove_orphaned_folders() -> None:
-    """Remove this user's result folders whose parent process no longer runs."""
-    import shutil
-
-    from ..util import pid_alive
-
-    try:
-        names = [n for n in os.listdir(SHARED_MEMORY) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or pid_alive(int(pid)):
-            continue
-        path = os.path.join(SHARED_MEMORY, name)
-        try:
-            if os.stat(path).st_uid == os.getuid():
-                shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            pass
 
 
 def spill(results, folder: str | None, min_bytes: int | None = None):
@@ -147,4 +126,4 @@ def _remove(path: str) -> None:
         pass
 
 
-__all__ = ["MIN_SPILL_BYTES", "Spilled", "received", "remove_orphaned_folders", "results_folder", "spill"]
+__all__ = ["MIN_SPILL_BYTES", "Spilled", "received", "results_folder", "spill"]

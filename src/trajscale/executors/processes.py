@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..errors import TaskError
 from ..pools import as_completed_polling, check_start_method, choose_start_method, process_pool
 from ..progress import progress_bar
 from ..report.timing import host_and_pid
+from ..util import process_folder
 from . import late_start_method
 from .base import Executor, Homecoming, Job, TaskResults, io_of, sendable
 from .claims import HandOut, hand_out
@@ -72,7 +72,7 @@ class ProcessExecutor(Executor):
             method = late_start_method(self._requested) if late else choose_start_method(self._requested)
             if method == "fork":
                 task_imports(self._modules)   # forked workers inherit what every task imports
-            self._marks = tempfile.mkdtemp(prefix="trajscale-tasks-")
+            self._marks = process_folder()
             self._home = results_folder()
             self.t_asked = time.time()
             # A forkserver that has imported the worker module and the kernels forks workers in milliseconds.
