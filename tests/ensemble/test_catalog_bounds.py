@@ -26,7 +26,7 @@ HOSTILE = {
     "huge-name.csv": ("name,trajectory\n" + "n" * 65536 + ",x.xtc\n", "row 1: name 'nnnn"),
     "huge-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = "' + "s" * 50_000_000 + '"\n',
                         "is a TOML catalog of 48 MiB"),
-    "long-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = "' + "s" * 2_000_000 + '"\n',
+    "long-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = "' + "s" * 200_000 + '"\n',
                         "row 1: label 'system'"),
     "huge-column.csv": ("trajectory," + "c" * 5000 + "\nx.xtc,1\n", "a column is named by 5,000 characters"),
     "wide.csv": ("trajectory," + ",".join(f"c{i}" for i in range(300)) + "\n", "has 301 columns"),
