@@ -9,12 +9,12 @@ import shutil
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_cli_here
 
 from .conftest import BUCKET, TPR, XTC
 from .servers import PRIVATE
 
-pytestmark = [pytest.mark.remote, pytest.mark.cli, pytest.mark.slow]
+pytestmark = pytest.mark.remote
 
 #: What is looked for: the URL's password is this, the storage option's secret starts with it.
 SECRET = PRIVATE[1]
@@ -44,6 +44,8 @@ def private(nginx, s3_server, adk_stores, tmp_path):
     return base, options, given, s3
 
 
+@pytest.mark.cli
+@pytest.mark.slow
 def test_a_password_and_a_secret_option_appear_nowhere_a_run_wrote(private, s3_server, tmp_path):
     base, options, given, s3 = private
     work, cache = tmp_path / "work", tmp_path / "cache"
@@ -99,8 +101,8 @@ def test_a_password_in_a_url_is_what_reads_a_private_object(private, s3_server, 
     wrong = base.replace(SECRET, "wrong")
     env = {k: v for k, v in s3_server.subprocess_env().items() if not k.startswith("AWS_")}
     for url, said in ((bare, "401"), (wrong, "401")):
-        proc = run_cli("inspect", f"{url}/adk.xtc", env=env, cwd=tmp_path)
+        proc = run_cli_here("inspect", f"{url}/adk.xtc", env=env, cwd=tmp_path)
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr
-    proc = run_cli("inspect", f"{base}/adk.xtc", "--json", env=env, cwd=tmp_path)
+    proc = run_cli_here("inspect", f"{base}/adk.xtc", "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0 and '"n_frames": 10' in proc.stdout, proc.stderr
     assert f'"path": "{base.replace(SECRET, "***")}/adk.xtc"' in proc.stdout
