@@ -99,6 +99,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                    rf"^serial\s+30(\s+{NUM}){{4}}$", rf"^processes\(2\)\s+30(\s+{NUM}){{4}}$",
                    rf"^MDAnalysis polling\s+30(\s+{NUM}){{4}}$",
                    rf"^serial, a frame every 1 s\s+3(\s+{NUM}){{4}}$"]),
+    "hub.py": (["--size", "smallest", "--repeat", "1", "--delay", "0.02", "--workdir", "{work}/hub"],
+               [r"^side\s+wall s\s+range\s+MB moved\s+requests\s+MB analysed\s+moved/analysed$",
+                rf"^trajscale hf:// \(in place\)\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+\d+\s+{NUM}\s+{NUM}x$",
+                rf"^hf_hub_download \+ h5py \+ (MDTraj|MDAnalysis)\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+\d+\s+-\s+-$"]),
     "kernels.py": (["--sizes", "100,3341", "--frames", F, "--repeat", "1"],
                    [r"^\s+atoms\s+frames\s+map us\s+kernel us\s+vs SVD A", rf"^\s+3341\s+{F}\s+{NUM}\s+{NUM}\s+{NUM}"]),
     "layouts.py": (["--frames", F, "--workdir", "{work}", "--no-rmsd", "--only", "4 segments"],
@@ -182,7 +186,7 @@ MODULES = {
     "test_smoke_io": ["convert.py", "layouts.py", "lossy_read.py", "mda_reader.py", "memory.py", "read_layouts.py",
                       "remote_clients.py", "scaling.py", "write.py"],
     # + mda_mpi_baseline.py, bare_machine.sh, cold.py (test_cold_pairs_whole_processes)
-    "test_smoke_predict": ["predict.py", "regress.py", "remote.py"],
+    "test_smoke_predict": ["hub.py", "predict.py", "regress.py", "remote.py"],
 }
 
 

@@ -91,6 +91,7 @@ class HubServer:
         self.ranges = 0
         self.storage_bytes = 0
         self.resolves: collections.Counter = collections.Counter()
+        self.range_log: list[tuple[int, int]] = []   # the ranges answered, in order
         self.authorizations: list[str] = []   # the Authorization headers the storage server was sent
         self._hub = _serve(self, _HubHandler)
         self._storage = _serve(self, _StorageHandler)
@@ -198,6 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
         asked = self.headers.get("Range")
         headers = {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         if not asked:
+            with self.hub._lock:
+                self.hub.storage_bytes += len(data) * (self.command == "GET")
             self.answer(200, data, headers)
             return
         first, _, last = asked.removeprefix("bytes=").partition("-")
@@ -207,7 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.answer(416, b"", {"Content-Range": f"bytes */{len(data)}"})
             return
         with self.hub._lock:
-            self.hub.storage_bytes += b - a
+            self.hub.storage_bytes += (b - a) * (self.command == "GET")
+            self.hub.range_log.append((a, b))
         self.answer(206, data[a:b], {**headers, "Content-Range": f"bytes {a}-{b - 1}/{len(data)}"})
 
 

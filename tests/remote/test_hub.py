@@ -179,3 +179,44 @@ def test_a_branch_moved_before_a_resume_is_said_and_the_runs_commit_read(hub, do
     lines = [line for line in again.stderr.splitlines() if "moved" in line]
     assert len(lines) == 1 and began[:12] in lines[0] and moved[:12] in lines[0], again.stderr
     assert (tmp_path / "again.parquet").read_bytes() == local_result
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_the_ensembles_pages_hub_example_runs(domains, tmp_path):
+    """docs/ensembles.md's "mdCATH from the Hub" runs as written with ``HF_ENDPOINT`` at the suite's Hub (the
+    domains published as ``compsciencelab/mdCATH``): the commit named, the second epoch without a request."""
+    pytest.importorskip("deeptime")
+    pytest.importorskip("torch")
+    import re
+
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "ensembles.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "hf://datasets/" in b)
+    with HubServer() as hub:
+        sha = publish(hub, domains, "compsciencelab/mdCATH")
+        got = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, **hub.env()})
+    assert got.returncode == 0, got.stderr[-3000:]
+    frames = 3 * (4 + 3 + 5) + 3   # (the domains' members: 4 + i, 3 and 5 frames)
+    assert f"read at {{'hf://datasets/compsciencelab/mdCATH@main': '{sha}'}}" in got.stdout, got.stdout
+    assert f"epoch 0: {frames} frames" in got.stdout and f"epoch 1: {frames} frames, 0 requests" in got.stdout, \
+        got.stdout
+    assert json.loads((tmp_path / "rama-hub" / "ensemble.json").read_text())["revisions"] == \
+        {"hf://datasets/compsciencelab/mdCATH@main": sha}
+
+
+@pytest.mark.mpi
+def test_two_mpi_ranks_over_the_hub_give_the_local_runs_bytes(hub, domains, local_result, tmp_path):
+    """``mpiexec -n 2 ... --executor mpi``: every rank reads the glob's files at the commit rank 0 listed them
+    at; the local run's bytes; each file's resolve URL asked at most twice."""
+    from tests.conftest import run_mpi
+
+    out = tmp_path / "mpi.parquet"
+    got = run_mpi(2, ["-m", "trajscale.cli.main", "run", "ramachandran", "--ensemble", GLOB, "--sincos", "--out",
+                      str(out), "--executor", "mpi"], cwd=tmp_path, env=hub.env())
+    assert got.returncode == 0, got.stderr + got.stdout
+    assert out.read_bytes() == local_result
+    resolves = {k: v for k, v in hub.resolves.items() if k.endswith(".h5")}
+    assert len(resolves) == len(DOMAINS) and max(resolves.values()) <= 2, resolves
