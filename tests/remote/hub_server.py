@@ -20,7 +20,7 @@ A gated repository answers ``401`` without a token and ``403`` with one it does 
 GatedRepo``); a missing repository, revision or file ``404`` with the Hub's ``X-Error-Code``. ``throttle_every=N``
 answers every Nth request of either server ``429`` with ``Retry-After``; ``delay`` seconds are slept before every
 answer. :attr:`HubServer.resolves` counts resolve requests by file, :attr:`HubServer.ranges` the storage
-server's reads, :attr:`HubServer.requests` every request.
+server's reads, :attr:`HubServer.requests` every request, :attr:`HubServer.agents` them by ``User-Agent``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import email.utils
 import hashlib
 import hmac
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -91,6 +92,7 @@ class HubServer:
         self.ranges = 0
         self.storage_bytes = 0
         self.resolves: collections.Counter = collections.Counter()
+        self.agents: collections.Counter = collections.Counter()   # requests by User-Agent
         self.range_log: list[tuple[int, int]] = []   # the ranges answered, in order
         self.authorizations: list[str] = []   # the Authorization headers the storage server was sent
         self._hub = _serve(self, _HubHandler)
@@ -127,7 +129,7 @@ class HubServer:
         return sha
 
     def signed(self, sha256: str, expires: float | None = None) -> str:
-        expires = int(time.time() + self.ttl) if expires is None else int(expires)
+        expires = math.ceil(time.time() + self.ttl) if expires is None else int(expires)   # (valid ttl s at least)
         return f"{self.storage_via or self.storage}/{sha256}?expires={expires}&sig={self._sign(sha256, expires)}"
 
     def _sign(self, sha256: str, expires: int) -> str:
@@ -187,6 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
                     {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"})
 
     def throttled(self) -> bool:
+        with self.hub._lock:
+            self.hub.agents[self.headers.get("User-Agent", "")] += 1
         if self.command == "POST":   # (the body is read before any answer: the connection stays in step)
             self._body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.hub._arrived():

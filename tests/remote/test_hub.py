@@ -220,3 +220,52 @@ def test_two_mpi_ranks_over_the_hub_give_the_local_runs_bytes(hub, domains, loca
     assert out.read_bytes() == local_result
     resolves = {k: v for k, v in hub.resolves.items() if k.endswith(".h5")}
     assert len(resolves) == len(DOMAINS) and max(resolves.values()) <= 2, resolves
+
+
+def test_an_expired_storage_url_is_resolved_again_once(domains):
+    """The storage's signed URL kept for a file expires (the storage answers 403): the file's resolve URL is
+    asked again, once, and the read goes on with the right bytes; every request names trajscale."""
+    from trajscale.storage.opener import open_bytes
+
+    data = (domains / f"mdcath_dataset_{DOMAINS[0]}.h5").read_bytes()
+    with HubServer(ttl=1) as hub:
+        sha = publish(hub, domains, "org/expiring")
+        store = open_bytes(f"hf://datasets/org/expiring@{sha}/data/mdcath_dataset_{DOMAINS[0]}.h5",
+                           {"endpoint_url": hub.endpoint})
+        ranges = [(a, a + 3000) for a in range(300_000, len(data) - 3000, 50_000)]
+        assert [bytes(g) for g in store.read_ranges(ranges[:5])] == [data[a:b] for a, b in ranges[:5]]
+        assert sum(hub.resolves.values()) == 1
+        import time
+
+        time.sleep(2.1)   # (the URL signed for one second, to the next whole second)
+        assert [bytes(g) for g in store.read_ranges(ranges[5:])] == [data[a:b] for a, b in ranges[5:]]
+        assert sum(hub.resolves.values()) == 2, hub.resolves
+        assert store.stats.retries == 0
+        assert set(hub.agents) and all(a.startswith("trajscale/") for a in hub.agents), hub.agents
+
+
+@pytest.mark.parametrize("url, said", [
+    ("hf://datasets/org", "give hf://datasets/ORG/NAME/PATH"),
+    ("hf://datasets/org/@main/x.h5", "give hf://datasets/ORG/NAME/PATH"),
+    ("hf://datasets/org/name/", "a folder, not an object"),
+])
+def test_a_malformed_hub_url_is_one_line(url, said):
+    from trajscale.errors import TrajscaleError
+    from trajscale.storage.opener import open_bytes
+
+    with pytest.raises(TrajscaleError) as err:
+        open_bytes(url, {"endpoint_url": "http://127.0.0.1:9"})
+    assert said in str(err.value) and "\n" not in str(err.value), err.value
+
+
+def test_a_repository_or_revision_that_is_not_there_is_one_line(hub):
+    from trajscale.errors import TrajscaleError
+    from trajscale.storage.location import Location
+
+    options = {"endpoint_url": hub.endpoint, "retry_seconds": 2}
+    for pattern, said in ((f"hf://datasets/{REPO}-none/data/*.h5", "no such repository"),
+                          (f"hf://datasets/{REPO}@v9/data/*.h5", "no such revision")):
+        with pytest.raises(TrajscaleError) as err:
+            Location.glob(pattern, options)
+        assert said in str(err.value) and "\n" not in str(err.value), err.value
+    assert Location.glob(f"hf://datasets/{REPO}/nothing/*.h5", options) == []
