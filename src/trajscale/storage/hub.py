@@ -96,17 +96,18 @@ def user_agent() -> str:
     return f"trajscale/{__version__}"
 
 
-class _NoRedirect:
-    """urllib's redirect handler, told to hand a redirect back rather than follow it."""
+def _opener(options: dict):
+    """urllib's opener that hands a redirect back rather than follow it, trusting what a read trusts."""
+    import ssl
+    import urllib.request
 
-    def __new__(cls):
-        import urllib.request
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
 
-        class Handler(urllib.request.HTTPRedirectHandler):
-            def redirect_request(self, *args, **kwargs):
-                return None
-
-        return urllib.request.build_opener(Handler)
+    trust = trusted_bundle({k: v for k, v in options.items() if k == "ca_bundle"})
+    context = ssl.create_default_context(cadata=trust[1]) if trust else None
+    return urllib.request.build_opener(Keep, urllib.request.HTTPSHandler(context=context))
 
 
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
@@ -130,8 +131,8 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
     while True:
         t0 = time.perf_counter()
         try:
-            with _NoRedirect().open(urllib.request.Request(where, method=method, headers=headers),
-                                    timeout=timeout) as r:
+            with _opener(options).open(urllib.request.Request(where, method=method, headers=headers),
+                                       timeout=timeout) as r:
                 status, got, body = r.status, dict(r.headers), r.read()
         except urllib.error.HTTPError as exc:   # (a redirect not followed comes here too)
             status, got, body = exc.code, dict(exc.headers or {}), b""
@@ -155,15 +156,10 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
 
 
 def _retry_after(value: str | None) -> float:
-    if not value:
-        return 1.0
     try:
         return max(0.0, float(value))
-    except ValueError:
-        import email.utils
-
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, when.timestamp() - time.time()) if when else 1.0
+    except (TypeError, ValueError):   # (none, or an HTTP date: a second)
+        return 1.0
 
 
 def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) -> str:
