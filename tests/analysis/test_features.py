@@ -126,6 +126,21 @@ def test_residue_contacts_equal_numpy_minimum_distances(adk):
     assert list(r.feature_labels())[0] == f"{first[0].resname} {first[0].resid} - {first[1].resname} {first[1].resid}"
 
 
+def test_the_docs_say_the_contact_pairs_the_default_gives(adk):
+    """docs/ensembles.md's count of AdK's residue pairs is the default's: every pair at least 3 residues apart
+    (counted from MDAnalysis's residues)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "ensembles.md").read_text()
+    said = re.search(r"\(([\d,]+) pairs for AdK's (\d+) residues", text)
+    assert said, "docs/ensembles.md no longer says AdK's pair count"
+    n_res = adk.select_atoms("protein and not name H*").n_residues
+    want = sum(1 for a in range(n_res) for b in range(a + 3, n_res))
+    got = ts.run(ts.ResidueContacts(pbc=False), D.PSF, D.DCD, stop=1).array().shape[1]
+    assert (int(said.group(1).replace(",", "")), int(said.group(2))) == (got, n_res) and got == want
+
+
 @pytest.mark.parametrize("files", [(D.PSF, D.DCD), (D.GRO, D.XTC)])
 def test_omega_and_chi1_where_the_residue_has_them(files):
     """Each residue's φ, ψ, then ω and χ1 where MDAnalysis's ``omega_selection``/``chi1_selection`` give
