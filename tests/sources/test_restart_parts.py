@@ -152,3 +152,28 @@ def test_xtc_step_and_time_read_from_frame_headers_equal_mdanalysis():
     u = mda.Universe(D.GRO, D.XTC)
     with XDRSource(D.XTC) as src:
         assert [src.step_time(i) for i in range(src.n_frames)] == [(t.data["step"], t.time) for t in u.trajectory]
+
+
+def test_a_part_whose_step_counter_alone_restarts_is_said_so(tmp_path):
+    """A second part whose times go on but whose steps start again from 0 (a run continued with a new step
+    counter): the steps are renumbered, the times kept, and the notice says that only the steps changed."""
+    u = mda.Universe(D.PSF, D.DCD)
+    paths = []
+    for k, frames in enumerate([range(0, 10), range(10, 20)]):
+        paths.append(str(tmp_path / f"part{k}.xtc"))
+        with mda.Writer(paths[-1], u.atoms.n_atoms) as w:
+            for j, fr in enumerate(frames):
+                u.trajectory[fr]
+                u.trajectory.ts.data["step"] = j   # (the counter restarts; the times, 1 ps apart, go on)
+                w.write(u.atoms)
+    out = tmp_path / "joined.h5md"
+    r = run_cli_here("convert", D.PSF, *paths, "-o", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "renumbered the step of 10 frame(s) in 1 part(s) whose step counter restarts" in r.stderr, r.stderr
+    assert "their times are kept" in r.stderr and "step and time" not in r.stderr
+    with h5py.File(out) as f:
+        t = f["particles/all/position/time"][()]
+        step = f["particles/all/position/step"][()]
+    times = [ts_.time for ts_ in mda.Universe(D.PSF, paths).trajectory]   # MDAnalysis's own read of the times
+    np.testing.assert_allclose(t, times, atol=1e-4)
+    assert (np.diff(step) > 0).all()

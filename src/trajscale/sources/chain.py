@@ -56,6 +56,8 @@ class JoinPlan:
     overlaps: int = 0              # files that began inside the previous one (--continuous)
     renumbered_files: int = 0
     renumbered_frames: int = 0
+    steps_only_files: int = 0      # of the renumbered: parts whose step counters alone restarted (times kept)
+    steps_only_frames: int = 0
 
     @property
     def lengths(self) -> list[int]:
@@ -75,9 +77,13 @@ class JoinPlan:
         if self.dropped:
             said.append(f"dropped {self.dropped} frame(s) whose time the next part repeats ("
                         f"{self.restarts} restart(s), {self.overlaps} overlap(s)); the later part's frames kept")
-        if self.renumbered_files:
-            said.append(f"renumbered step and time of {self.renumbered_frames} frame(s) in "
-                        f"{self.renumbered_files} part(s) whose times restart or repeat, so they keep increasing")
+        timed_files = self.renumbered_files - self.steps_only_files
+        if timed_files:
+            said.append(f"renumbered step and time of {self.renumbered_frames - self.steps_only_frames} frame(s) "
+                        f"in {timed_files} part(s) whose times restart or repeat, so they keep increasing")
+        if self.steps_only_files:
+            said.append(f"renumbered the step of {self.steps_only_frames} frame(s) in {self.steps_only_files} "
+                        "part(s) whose step counter restarts, so steps keep increasing (their times are kept)")
         return "; ".join(said) or None
 
 
@@ -126,7 +132,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     sources = iter(sources)
     files: list[list] = []   # [path, n_frames, n_kept, shift_step, shift_time, first_time, last_time]
     prev: _Kept | None = None
-    dropped = restarts = overlaps = renumbered = renumbered_frames = 0
+    dropped = restarts = overlaps = renumbered = renumbered_frames = steps_only = steps_only_frames = 0
     d_step, d_time = 1, 1.0
     damaged_before = None   # (path, why) of the previous part when its frames end early
     origin = None   # the first time of the first file with frames
@@ -183,14 +189,17 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
                     prev.set_last()
             if not renumber and s0 + shift[0] <= prev.last_step:   # steps restart while times go on
                 shift = (prev.last_step + d_step - s0, shift[1])
-                renumber = True
+                renumber = "steps"
         if renumber:
             renumbered += 1
             renumbered_frames += n
+        if renumber == "steps":
+            steps_only += 1
+            steps_only_frames += n
         files[-1][3:6] = [shift[0], shift[1], t0 + shift[1]]
         prev = _Kept(k, src, n, shift, (s0, t0), files[-1])
     return JoinPlan(tuple(FileJoin(*row) for row in files), dropped, restarts, overlaps, renumbered,
-                    renumbered_frames)
+                    renumbered_frames, steps_only, steps_only_frames)
 
 
 def refuse_damaged_part(path: str, why: str) -> None:
