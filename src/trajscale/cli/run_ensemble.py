@@ -104,13 +104,16 @@ def output_extensions(planned) -> None:
                                      f"(the extension decides); {ext or 'no extension'} is none of them")
 
 
-def results_folder(args) -> str:
-    """``--results``, or ``CATALOG-results`` in the current folder (``ensemble-results`` for a glob)."""
+def results_folder(args, planned=()) -> str:
+    """``--results``, or ``NAME-results`` in the current folder, NAME the catalog's; for a glob, the first
+    ``--out``'s (two glob runs in one folder, each with its own output, keep apart), else ``ensemble``."""
     if args.results:
         return args.results
     base = os.path.basename(args.ensemble.rstrip("/"))
-    stem = "ensemble" if any(c in base for c in "*?[") else os.path.splitext(base)[0] or "ensemble"
-    return f"{stem}-results"
+    if any(c in base for c in "*?["):
+        out = next((p.out for p in planned if p.out), None)
+        base = os.path.basename(out) if out else "ensemble"
+    return f"{os.path.splitext(base)[0] or 'ensemble'}-results"
 
 
 def run_options(args):
@@ -137,7 +140,7 @@ def main(args, planned) -> int:
         raise ConfigError(f"--ensemble {args.ensemble} names the trajectories: give no TOPOLOGY or TRAJECTORY "
                           f"(here: {' '.join(given)}); a glob's topology is --topology FILE")
     output_extensions(planned)
-    folder = results_folder(args)
+    folder = args.results = results_folder(args, planned)   # (what an interrupted run says it kept)
     check_outputs(*(p.out for p in planned), args.report, overwrite=args.overwrite)
     options = run_options(args)
     if args.resume:

@@ -122,6 +122,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     if eo.resume and eo.results is not None and not isinstance(ensemble, Ensemble):   # (the CLI's: listed)
         resume_revisions(eo.results, opts.storage_options)
     ens = Ensemble.of(ensemble, opts.storage_options)
+    _atoms_named(ens)
     storage = opts.storage_options or ens.storage_options
     folder = None
     if eo.results is not None and _is_root(opts):
@@ -160,6 +161,28 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         report.n_atoms = rounds.costs.atoms_max if rounds.costs.n else report.n_atoms   # (the most)
     results = _results(group, ens, rounds, folder, report, before)
     return results if isinstance(analysis, list | tuple) else results[0]
+
+
+def _atoms_named(ens: Ensemble) -> None:
+    """Refuse at once, in one line, an ensemble none of whose members can name its atoms: each a file of a format
+    that holds frames alone (XTC, TRR), with no topology (a glob given without one)."""
+    from ..formats import own_traits
+
+    kinds: set[str] = set()
+    for m in ens:   # (the first member with a topology, or of another format, ends the look)
+        if m.topology is not None or m.source is not None or len(m.trajectory) != 1:
+            return
+        suffix = os.path.splitext(m.trajectory[0].split("?")[0])[1].lower()
+        held = [t.frames_only.get(t.suffixes[suffix]) for t in own_traits()
+                if suffix in t.suffixes and not t.self_describing and not t.members]
+        if not held or held[0] is None:
+            return
+        kinds.add(held[0])
+    if kinds:
+        raise ConfigError(f"{ens.origin or 'the ensemble'}: its {len(ens)} trajectories are "
+                          f"{' and '.join(sorted(kinds))} files, which hold no atom names: give their topology "
+                          "(--topology FILE, topology=; "
+                          "a pattern such as runs/*/md.tpr gives each its own)")
 
 
 def _is_root(options: RunOptions) -> bool:
