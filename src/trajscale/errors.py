@@ -34,6 +34,16 @@ class InputFileError(_PathProblem):
     """A file that cannot be used: missing, a directory, truncated, wrong format."""
 
 
+class CutShortError(InputFileError):
+    """An HDF5 file shorter than its superblock records: ``cut`` says so; ``hint``, where given, how the file a
+    writer left is mended (said of the formats ``trajscale repair`` mends, not of every HDF5 file)."""
+
+    def __init__(self, path: str | PathLike[str], cut: str, hint: str = "") -> None:
+        super().__init__(path, cut + hint)
+        self.cut, self.hint = cut, hint
+        self._init_args = (self.path, cut, hint)
+
+
 class AllRefusedError(InputFileError):
     """Every trajectory of an ensemble was refused: ``refused`` holds each one's refusal, with its own reason."""
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import h5py
 
-from ..errors import InputFileError, OutputError
+from ..errors import CutShortError, InputFileError, OutputError
 from ..storage.bytestore import ByteStore
 from ..storage.opener import open_bytes
 from ..util import check_input_file
-from .superblock import stored_size
+from .superblock import cut_short, stored_size
 
 
 def ensure_filters(ds: h5py.Dataset) -> None:
@@ -58,9 +58,13 @@ def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | 
             # HDF5 shares one open file per process, open here with the other locking: reuse it as it is
             return h5py.File(str(p), mode, **{**kw, "locking": kw.get("locking", True) is False})
     except OSError as exc:
-        locked = lock_problem(exc) or _cut_short(p, exc)
+        locked = lock_problem(exc)
+        short = None if locked else _cut_short(p, exc)
         if mode != "r":   # a file to write: the folder or the disk is at fault, not the file's contents
-            raise OutputError(p, locked or f"cannot create or write it ({_os_reason(exc)})") from None
+            raise OutputError(p, locked or (short.cut if short else f"cannot create or write it "
+                                                                     f"({_os_reason(exc)})")) from None
+        if short is not None:
+            raise short from None
         raise InputFileError(p, locked or f"cannot open as HDF5 ({_short(exc)}); the file may be truncated") from None
 
 
@@ -134,19 +138,20 @@ def _h5fget_eoa():
     return None
 
 
-def _cut_short(p: Path, exc: OSError) -> str | None:
-    """What a failed open says when the file is shorter than its superblock records (None otherwise)."""
+def _cut_short(p: Path, exc: OSError) -> CutShortError | None:
+    """The error of a failed open of a file shorter than its superblock records (None otherwise), with the
+    hint that ``trajscale repair`` mends the H5MD file a killed writer left so."""
     if "truncated file" not in str(exc):
         return None
     try:
-        end, size = stored_size(p)
+        with open(p, "rb") as fh:
+            said = cut_short(fh.read(64), os.fstat(fh.fileno()).st_size)
     except OSError:
         return None
-    if end is None or size >= end:
+    if said is None:
         return None
-    return (f"truncated: it has {size} bytes, its superblock records {end} (a copy cut short, or a writer "
-            f"killed while HDF5 flushed: `trajscale repair {p}` extends such a file and keeps its complete "
-            "frames)")
+    return CutShortError(p, said, f"; `trajscale repair {p}` extends a writer's H5MD file so and keeps its "
+                                  "complete frames")
 
 
 def checked_store(path: str | os.PathLike) -> ByteStore:

@@ -29,7 +29,7 @@ from ..storage.objects import RemoteObject
 from ..storage.retry import RemoteError
 from ..util import HDF5_MAGIC
 from .chunks import stored_chunks
-from .superblock import superblock_offset_size
+from .superblock import cut_short, superblock_offset_size
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
         # exit). With it, the first request, for frames, checks the object (If-Match).
         if not fh.covers(0, min(store.size, 512)):
             fh.pread(0, min(store.size, fh.block))
-    elif store.head[:8] != HDF5_MAGIC:
+    elif fh.pread(0, min(store.size, len(HDF5_MAGIC))) != HDF5_MAGIC:   # (a known object's first block: fetched now)
         raise InputFileError(store.url, "not an HDF5 file (wrong format, or truncated before its superblock)")
     try:
         f = h5py.File(fh, "r", rdcc_nbytes=rdcc_nbytes)
@@ -175,6 +175,9 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
         if from_cache:   # (an entry HDF5 cannot open from is dropped, and the object opened as it is)
             cache.drop(_metadata_entry(store))
             return open_store_h5(store, prepares, None, rdcc_nbytes, use_cache=False)
+        short = cut_short(store.first_bytes(64), store.size) if "truncated file" in str(exc) else None
+        if short is not None:   # (said as of a local file; no repair of an object in place)
+            raise InputFileError(store.url, short) from None
         raise InputFileError(store.url, f"cannot open as HDF5 ({str(exc).splitlines()[0]}); "
                                         "the object may be truncated") from None
 

@@ -30,6 +30,16 @@ def superblock_end(head: bytes) -> int | None:
     return None if undefined in (base_addr, eof_addr) else base_addr + eof_addr
 
 
+def cut_short(head: bytes, size: int) -> str | None:
+    """What is said of a file of ``size`` bytes that begins with ``head`` (64 bytes or more) and is shorter than
+    its superblock records; None where it is not."""
+    end = superblock_end(head)
+    if end is None or size >= end:
+        return None
+    return (f"truncated: it has {size} bytes, its superblock records {end} (a copy cut short, or a writer killed "
+            "while HDF5 flushed)")
+
+
 def stored_size(path: str | os.PathLike) -> tuple[int | None, int]:
     """The size the superblock of the file at ``path`` records, and its size now (OSError if unreadable)."""
     with open(path, "rb") as fh:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import InputFileError
+from ..errors import CutShortError, InputFileError
+from ..hdf5.superblock import superblock_end
 from ..storage.bytestore import ByteStore, ReadOnlyFile
 from ..storage.opener import open_bytes
 from ..util import HDF5_MAGIC
@@ -308,11 +309,12 @@ def check_offsets(f: h5py.File, store: ByteStore, where: str, layout: MemberLayo
 
 
 class _HeadFile(ReadOnlyFile):
-    """An object's first bytes as a file for h5py (most layouts told without a request); ``beyond``: HDF5 asked more."""
+    """An object's first bytes as a file for h5py (most layouts told without a request); ``beyond``: HDF5 asked more.
+    With ``store``, a file cut short read on to the ``size`` its superblock records, zeros past its end."""
 
-    def __init__(self, head: bytes, size: int) -> None:
+    def __init__(self, head: bytes, size: int, store: ByteStore | None = None) -> None:
         super().__init__()
-        self._head, self._size, self.beyond = head, size, False
+        self._head, self._size, self._store, self.beyond = head, size, store, False
 
     def end(self) -> int:
         return self._size
@@ -320,11 +322,17 @@ class _HeadFile(ReadOnlyFile):
     def readinto(self, buf) -> int:
         view = memoryview(buf).cast("B")
         stop = min(self._size, self._pos + len(view))
-        if stop > len(self._head):
+        n = max(0, stop - self._pos)
+        if stop <= len(self._head):
+            view[:n] = self._head[self._pos:stop]
+        elif self._store is None:
             self.beyond = True
             raise OSError("past the object's first bytes")
-        n = max(0, stop - self._pos)
-        view[:n] = self._head[self._pos:stop]
+        else:
+            held = min(stop, self._store.size)
+            data = self._store.read_ranges([(self._pos, held)])[0] if self._pos < held else b""
+            view[:len(data)] = data
+            view[len(data):n] = bytes(n - len(data))
         self._pos += n
         return n
 
@@ -340,12 +348,21 @@ def looks_like(store: ByteStore) -> bool:
     head = store.first_bytes(HEAD)
     if head[:8] != HDF5_MAGIC:
         return False
-    fh = _HeadFile(head, store.size)
+    # (a file cut short is told by its layout too, where the cut spared it: HDF5 is shown the size its
+    # superblock records)
+    recorded = max(store.size, superblock_end(head) or 0)
+    fh = _HeadFile(head, recorded)
     try:
         with h5py.File(fh, "r") as f:
             return looks_like_mdcath(f)
     except Exception:   # noqa: BLE001 - HDF5 asked past the first bytes, or cannot read them
         if not fh.beyond:
+            return False
+    if recorded > store.size:
+        try:
+            with h5py.File(_HeadFile(head, recorded, store), "r") as f:
+                return looks_like_mdcath(f)
+        except Exception:   # noqa: BLE001 - the cut took the layout: not ours to say why
             return False
     try:
         with hdf5_of(store) as f:
@@ -360,7 +377,10 @@ class hdf5_of:
     def __init__(self, store: ByteStore, prepares: bool = True) -> None:
         from ..hdf5.files import FileRequest, file_of
 
-        self.opened = file_of(store, FileRequest(shipped=None if prepares else {}))
+        try:
+            self.opened = file_of(store, FileRequest(shipped=None if prepares else {}))
+        except CutShortError as exc:   # (as of any HDF5 file: `trajscale repair` mends H5MD files, not these)
+            raise InputFileError(exc.path, exc.cut) from None
         self.f = self.opened.file
 
     def __enter__(self) -> h5py.File:
