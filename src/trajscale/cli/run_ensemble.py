@@ -128,7 +128,7 @@ def run_options(args):
 def main(args, planned) -> int:
     """Run the planned analyses over the ensemble, write their outputs, the report and the refused table."""
     from ..ensemble.catalog import Ensemble
-    from ..ensemble.run import EXIT_SOME_REFUSED
+    from ..ensemble.run import EXIT_SOME_REFUSED, atoms_named
     from ..ensemble.saved import REFUSED, folder_lock
     from ..launch import current
     from ..run import run
@@ -149,6 +149,7 @@ def main(args, planned) -> int:
         resume_revisions(folder, options.storage_options)
     ensemble = Ensemble.of(args.ensemble, options.storage_options, topology=args.ensemble_topology,
                            labels=args.ensemble_labels)
+    atoms_named(ensemble)   # (refused before the results folder is taken)
     if not current().rank:   # the root holds the results folder until its outputs, read from there, are written
         folder_lock(folder).take()
     results = run([p.analysis for p in planned], ensemble=ensemble, options=options, results=folder,

@@ -122,7 +122,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     if eo.resume and eo.results is not None and not isinstance(ensemble, Ensemble):   # (the CLI's: listed)
         resume_revisions(eo.results, opts.storage_options)
     ens = Ensemble.of(ensemble, opts.storage_options)
-    _atoms_named(ens)
+    atoms_named(ens)
     storage = opts.storage_options or ens.storage_options
     folder = None
     if eo.results is not None and _is_root(opts):
@@ -163,7 +163,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     return results if isinstance(analysis, list | tuple) else results[0]
 
 
-def _atoms_named(ens: Ensemble) -> None:
+def atoms_named(ens: Ensemble) -> None:
     """Refuse at once, in one line, an ensemble none of whose members can name its atoms: each a file of a format
     that holds frames alone (XTC, TRR), with no topology (a glob given without one)."""
     from ..formats import own_traits
@@ -264,4 +264,4 @@ def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder
     return out
 
 
-__all__ = ["EXIT_SOME_REFUSED", "EnsembleOptions", "run_ensemble"]
+__all__ = ["EXIT_SOME_REFUSED", "EnsembleOptions", "atoms_named", "run_ensemble"]
