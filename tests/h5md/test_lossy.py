@@ -23,6 +23,7 @@ from trajscale.errors import ConfigError, InputFileError
 from trajscale.h5md.codecs import decode_deltas, encode_deltas
 from trajscale.h5md.layout import Layout
 from trajscale.sources import open_source
+from trajscale.topology.h5md import h5md_universe
 
 pytest.importorskip("hdf5plugin")
 POS = "particles/all/position/value"
@@ -75,6 +76,34 @@ def test_deltas_are_at_most_115_percent_of_the_xtc(tmp_path, water_h5md):
     with open_source(str(out)) as src:
         got = src.read(0, src.n_frames).positions
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
+
+
+def test_the_whole_lossy_file_is_at_most_115_percent_of_the_xtc(tmp_path):
+    """The whole lossy file, with the atoms' ids, species, names, masses and residues the XTC does not carry, is at
+    most 1.15x the XTC (its positions alone 0.98x): the per-atom datasets in the smallest integer type that holds
+    them, compressed by gzip, which h5py and pyh5md read without a plugin (the topology's own values; MDAnalysis
+    reads such files: test_interop.py)."""
+    out = tmp_path / "w.h5md"
+    convert(D.TPR, [D.XTC], str(out), layout=Layout.parse("auto", "blosc-zstd"), velocities=False, forces=False,
+            precision=0.01, encoding="deltas")
+    assert os.path.getsize(out) <= 1.15 * os.path.getsize(D.XTC), os.path.getsize(out) / os.path.getsize(D.XTC)
+    u = mda.Universe(D.TPR)
+    with h5py.File(out) as f:
+        pg = f["particles/all"]
+        assert pg["id"].dtype == np.int32 and pg["species"].dtype == np.int8 and pg["resid"].dtype == np.int16
+        assert all(pg[k].compression == "gzip" for k in ("id", "species", "resid", "name", "mass", "charge"))
+        np.testing.assert_array_equal(pg["id"][()], u.atoms.ids)
+        np.testing.assert_array_equal(pg["resid"][()], u.atoms.resids)
+        np.testing.assert_array_equal(pg["species"][()], np.unique(u.atoms.types, return_inverse=True)[1])
+    ours = h5md_universe(str(out))   # (the atoms trajscale reads from the file: as the topology's, ints as int64)
+    assert ours.atoms.ids.dtype == np.int64 and np.array_equal(ours.atoms.ids, u.atoms.ids)
+    np.testing.assert_array_equal(ours.atoms.masses, u.atoms.masses)
+    with open_source(str(out)) as src:
+        labels = src.stored_atom_labels()
+    assert labels["resid"].dtype == np.int64 and np.array_equal(labels["resid"], u.atoms.resids)
+    pyh5md = pytest.importorskip("pyh5md")
+    with pyh5md.File(str(out), "r") as f:
+        np.testing.assert_array_equal(f.particles_group("all")["id"][()], u.atoms.ids)
 
 
 def test_deltas_read_back_within_the_bound_for_any_atoms_and_frames(vacuum_deltas, adk_vacuum):

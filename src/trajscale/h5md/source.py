@@ -260,7 +260,9 @@ class H5MDSource(Source):
             ds = group.get(label)
             if isinstance(ds, h5py.Dataset) and ds.shape == (self.n_atoms,):
                 values = ds[()]
-                out[label] = values.astype(str) if values.dtype.kind in "SO" else values
+                # (integers as int64: a writer stores them in the smallest type that holds them)
+                out[label] = values.astype(str) if values.dtype.kind in "SO" else \
+                    values.astype(np.int64) if values.dtype.kind in "iu" else values
         return out
 
     def _open_datasets(self, group: str | None, assume_units: str | None) -> None:

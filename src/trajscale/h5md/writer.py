@@ -124,12 +124,15 @@ class H5MDWriter:
             e["value"].attrs["unit"] = self.units["box"]
             e["step"] = first["step"]
             e["time"] = first["time"]
-        topology = {name: np.asarray(arr, dtype="S" if name in ("name", "resname", "segid") else None)
+        topology = {name: _narrowed(np.asarray(arr, dtype="S" if name in ("name", "resname", "segid") else None))
                     for name, arr in (("species", species), ("mass", masses), ("charge", charges), ("id", ids),
                                       ("resid", resids), ("name", names), ("resname", resnames),
                                       ("segid", segids)) if arr is not None}
         for name, arr in topology.items():   # (their bytes are written last, below)
-            pg.create_dataset(name, shape=arr.shape, dtype=arr.dtype)
+            # compressed by the filter every HDF5 reader has (MPI-IO writes no filtered data independently)
+            packed = {} if comm is not None or not arr.size else {
+                "chunks": (min(arr.size, ATOM_CHUNK),), "compression": "gzip", "shuffle": True}
+            pg.create_dataset(name, shape=arr.shape, dtype=arr.dtype, **packed)
         # The per-atom datasets after every other object (their storage is allocated on creation), so the file's
         # structure is in its first kilobytes, where a reader over the network finds it in one request.
         for fl, el in zip(self.fields, elements, strict=True):
@@ -393,6 +396,21 @@ class H5MDWriter:
 
     def __exit__(self, exc_type, *exc) -> None:
         self.close(abandoned=exc_type is not None)
+
+
+#: Atoms in a chunk of a per-atom dataset (ids, species, names, masses...).
+ATOM_CHUNK = 1 << 18
+
+
+def _narrowed(arr: np.ndarray) -> np.ndarray:
+    """Integers in the smallest signed type that holds them (an atom's id or species in a byte or two, where
+    MDAnalysis hands int64); other arrays as they are."""
+    if arr.dtype.kind not in "iu" or not arr.size:
+        return arr
+    lo, hi = int(arr.min()), int(arr.max())
+    kind = next((t for t in (np.int8, np.int16, np.int32, np.int64)
+                 if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max), None)
+    return arr if kind is None else arr.astype(kind, copy=False)
 
 
 def _text(value) -> str:

@@ -42,6 +42,11 @@ def _text(ds) -> np.ndarray:
     return arr.astype(str) if arr.dtype.kind == "S" else np.asarray(arr, dtype=object).astype(str)
 
 
+def _wide(arr: np.ndarray) -> np.ndarray:
+    """Integers as int64 (a writer stores them in the smallest type that holds them), other values as they are."""
+    return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr
+
+
 def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
     """A Universe of the atoms ``path`` stores (None without names); residues: runs of one (segid, resid, resname)."""
     import MDAnalysis as mda
@@ -54,7 +59,7 @@ def h5md_universe(path: str, trajectories=(), group: str | None = None, **kw):
         data = {}
         for ds, attr in ATOM_DATASETS.items():
             if isinstance(pg.get(ds), h5py.Dataset) and pg[ds].shape == (n,):
-                data[attr] = _text(pg[ds]) if ds in ("name", "resname", "segid") else pg[ds][()]
+                data[attr] = _text(pg[ds]) if ds in ("name", "resname", "segid") else _wide(pg[ds][()])
     resids = data.pop("resids", np.ones(n, dtype=np.int64))
     resnames = data.pop("resnames", np.full(n, "UNK"))
     segids = data.pop("segids", np.full(n, "SYSTEM"))
