@@ -46,7 +46,7 @@ from .report.timing import RunReport, summarize_workers
 from .runspec import JobFacts, RunOptions
 from .sharing import share, share_interruption  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
-from .storage import fetched_here, fetched_since
+from .storage import fetched_here, fetched_since, forget_servers
 from .timeline import ProcessTimeline
 from .util import host_name, polling_for_stop, raise_if_stopped, stop_requested
 
@@ -275,6 +275,7 @@ class Engine:
                     self.ex.close()
             finally:
                 self.rounds.close()
+                forget_servers()   # (a server's outage clock is a run's: the next run asks it afresh)
             if report is not None:   # stopping the pool (joining its workers) is the run's too
                 self.timeline.lap("pool_start")
                 _late_starts(report, self.ex.late_starts)

@@ -128,6 +128,22 @@ class TaskError(TrajscaleError):
         super().__init__(f"task on {where} failed for frames [{start}, {stop}): {cause}")
 
 
+class ServerUnreachable(TrajscaleError):
+    """A server that has not answered for ``retry_seconds``: the run stops, keeps what it finished and says so;
+    no file is at fault, so no trajectory is refused for it (a file's own failure is an :class:`InputFileError`)."""
+
+    exit_code = 9
+
+    def __init__(self, server: str, problem: str, kept: str = "") -> None:
+        self.server, self.problem, self.kept = server, problem, kept
+        self._init_args = (server, problem, kept)
+        super().__init__(f"{server}: {problem}" + (f"; {kept}" if kept else ""))
+
+    def keeping(self, kept: str) -> ServerUnreachable:
+        """The same outage, said with what the stopped run kept."""
+        return ServerUnreachable(self.server, self.problem, kept)
+
+
 class ConfigError(TrajscaleError):
     """An invalid option or an unknown component name."""
 

@@ -57,9 +57,9 @@ class TcpProxy:
     forwarded, on connections open or new (a server stopped with ``kill -STOP``): the client waits.
     ``freeze_after(n)``: freeze once ``n`` more bytes of answers have been forwarded (mid-run, perhaps
     mid-answer, where the test cannot see the requests: TLS). ``thaw()`` forwards again. ``cuts`` counts
-    the answers cut, ``answered`` the bytes of answers forwarded, ``frozen`` says whether it is frozen, and
-    ``requests`` the HTTP requests forwarded (told by their first bytes, a method: plain http only; TLS
-    passes through uncounted)."""
+    the answers cut, ``connections`` the connections accepted (frozen or not), ``answered`` the bytes of
+    answers forwarded, ``frozen`` says whether it is frozen, and ``requests`` the HTTP requests forwarded
+    (told by their first bytes, a method: plain http only; TLS passes through uncounted)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.upstream = (host, port)
@@ -73,6 +73,7 @@ class TcpProxy:
         self.cuts = 0
         self.requests = 0
         self.answered = 0
+        self.connections = 0
         self._freeze_at: int | None = None
         self._frozen = threading.Event()
         self._closed = threading.Event()
@@ -120,6 +121,8 @@ class TcpProxy:
                 client, _ = self._sock.accept()
             except OSError:
                 return
+            with self._lock:
+                self.connections += 1
             try:
                 server = socket.create_connection(self.upstream, timeout=10)
             except OSError:

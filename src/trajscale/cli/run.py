@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 from ..analysis import analysis_class
 from ..errors import ConfigError, OutputError
@@ -294,10 +295,10 @@ def _say_selections(planned: list[Planned]) -> None:
 
 def _kept_when_interrupted(args) -> str:
     """What a stopped run leaves: an ensemble's finished trajectories, for ``--resume``; nothing otherwise."""
-    if not getattr(args, "ensemble", None):
-        return "no partial output was kept"
     from .run_ensemble import results_folder
 
+    if not getattr(args, "ensemble", None) or not os.path.isdir(results_folder(args)):
+        return "no partial output was kept"
     return f"the trajectories finished are kept in {results_folder(args)} (--resume goes on from them)"
 
 

@@ -3,7 +3,8 @@
 The catalog (CSV, TOML, Parquet, or a glob) names the trajectories and their topologies.  Each
 trajectory's results are saved in ``--results FOLDER`` as it finishes, with ``refused.csv``; ``--out``
 writes an analysis's results over the ensemble.  Exit status: 0 when every trajectory was analysed,
-:data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused, 2 when all were."""
+:data:`~trajscale.ensemble.run.EXIT_SOME_REFUSED` (8) when some were refused, 2 when all were, 9
+(:class:`~trajscale.errors.ServerUnreachable`) when a server stopped answering, the finished ones kept."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.base import Analysis, Prepared, analysis_from_config, check_boxes
 from ..analysis.group import AnalysisGroup
-from ..errors import ConfigError, TrajscaleError
+from ..errors import ConfigError, ServerUnreachable, TrajscaleError
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def _refusals(group: AnalysisGroup, universe, source) -> dict[int, str]:
     for k, a in enumerate(group.analyses):
         try:
             AnalysisGroup([a]).prepare(universe, source)
-        except (ImportError, MemoryError):
+        except (ImportError, MemoryError, ServerUnreachable):
             raise
         except TrajscaleError as exc:
             out[k] = " ".join(str(exc).split())
@@ -203,6 +203,8 @@ class EnsembleAnalysis(Analysis):
                 partial = own.map(piece.block, own_prep)
                 if own is not inner:
                     partial = KeptPartial(kept, partial, boxless)
+            except ServerUnreachable:
+                raise   # (the server's outage stops the run: no member is at fault)
             except TrajscaleError as exc:
                 error = str(exc)
             except (ImportError, MemoryError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..analysis.base import Analysis, Prepared
 from ..engine import frame_range, prepare_analysis
-from ..errors import TrajscaleError
+from ..errors import ServerUnreachable, TrajscaleError
 from ..runspec import RunOptions
 from .catalog import Member
 from .members import SharedTopologies, member_spec, open_member
@@ -114,6 +114,8 @@ def prepare_members(members: list[tuple[int, Member]], analysis: Analysis, optio
     for index, member in members:
         try:
             jobs.append(prepare_member(index, member, analysis, options, topologies))
+        except ServerUnreachable:
+            raise   # (the server's outage stops the run: no member is at fault)
         except TrajscaleError as exc:
             refused.append(Refusal(index, member, _one_line(str(exc))))
         except (KeyboardInterrupt, SystemExit, ImportError, MemoryError):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..analysis.base import Analysis
 from ..analysis.group import AnalysisGroup
 from ..engine import Engine
-from ..errors import AllRefusedError, ConfigError, InputFileError
+from ..errors import AllRefusedError, ConfigError, InputFileError, ServerUnreachable
 from ..runspec import RunOptions
 from ..storage import using
 from .analysis import EnsembleAnalysis
@@ -108,6 +108,9 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         Every trajectory was refused (its ``refused`` and the refused table say why).
     InputFileError
         The catalog cannot be read.
+    ServerUnreachable
+        A server stopped answering for ``retry_seconds``: the run stops, and says how many trajectories it
+        finished and where they are kept (``resume=True`` goes on); no trajectory is refused for it.
     ConfigError
         ``strict`` and a trajectory was refused, or an option is not valid for an ensemble.
     """
@@ -134,6 +137,8 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         before: list[Refusal] = []   # refusals by one analysis of members the run before saved
         try:
             out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
+        except ServerUnreachable as exc:   # no trajectory is at fault: the run stops, its finished rounds kept
+            raise exc.keeping(_kept(rounds, folder)) from None
         except InputFileError:
             if not rounds.opened or rounds.n_prepared:   # (a run that had members to run: its own error)
                 raise
@@ -183,6 +188,15 @@ def atoms_named(ens: Ensemble) -> None:
                           f"{' and '.join(sorted(kinds))} files, which hold no atom names: give their topology "
                           "(--topology FILE, topology=; "
                           "a pattern such as runs/*/md.tpr gives each its own)")
+
+
+def _kept(rounds: EnsembleRounds, folder: ResultsFolder | None) -> str:
+    """What a run stopped by its server's outage keeps, for its one line."""
+    done = rounds.costs.n + len(rounds.skipped)
+    said = f"{done} trajector{'y' if done == 1 else 'ies'} done"
+    if folder is None or not folder.path.is_dir():
+        return f"{said}; none kept (a results folder keeps them for resuming)"
+    return f"{said} and kept in {folder.path}; --resume goes on from them"
 
 
 def _is_root(options: RunOptions) -> bool:

@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from ..block import Block
-from ..errors import ConfigError, FrameRangeError, TrajscaleError
+from ..errors import ConfigError, FrameRangeError, ServerUnreachable, TrajscaleError
 from ..facts import LayoutFacts
 from ..sources.base import Source
 from .opened import MAX_OPEN, close_member_sources, member_sources
@@ -224,6 +224,8 @@ class EnsembleSource(Source):
             block = src.read(fs, fe, m.atoms, fields, stride=m.step)
             return Piece(m.member, block, None, time.perf_counter() - t0 - t_open, t_open, src.bytes_read - before,
                          b - a)
+        except ServerUnreachable:
+            raise   # (the server's outage stops the run: no member is at fault)
         except TrajscaleError as exc:
             return Piece(m.member, None, str(exc), time.perf_counter() - t0 - t_open, t_open, 0, b - a)
         except (ImportError, MemoryError):

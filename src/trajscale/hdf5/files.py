@@ -119,10 +119,11 @@ class RemoteFile(OpenedFile):
         return self.store.state()
 
     def failure(self) -> Exception | None:
+        from ..errors import ServerUnreachable
         from ..storage.retry import RemoteError
 
         failure = self.fh.failure
-        return failure if isinstance(failure, RemoteError) else None
+        return failure if isinstance(failure, RemoteError | ServerUnreachable) else None
 
     def fetch_ahead(self, datasets) -> None:
         """Start fetching what reading ``datasets`` will need, where no metadata was cached."""

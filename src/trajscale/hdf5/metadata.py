@@ -21,7 +21,7 @@ import weakref
 import h5py
 import numpy as np
 
-from ..errors import InputFileError
+from ..errors import InputFileError, ServerUnreachable
 from ..storage import cache
 from ..storage.bytestore import ByteStore
 from ..storage.fileobj import CachingFile
@@ -167,10 +167,10 @@ def open_store_h5(store: ByteStore, prepares: bool, metadata: list | None, rdcc_
         f = h5py.File(fh, "r", rdcc_nbytes=rdcc_nbytes)
         _OPEN.add(f)
         return fh, f
-    except RemoteError:
+    except (RemoteError, ServerUnreachable):
         raise
     except OSError as exc:
-        if isinstance(fh.failure, RemoteError):
+        if isinstance(fh.failure, RemoteError | ServerUnreachable):
             raise fh.failure from None
         if from_cache:   # (an entry HDF5 cannot open from is dropped, and the object opened as it is)
             cache.drop(_metadata_entry(store))

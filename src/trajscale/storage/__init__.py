@@ -5,6 +5,10 @@ A URL reaches the same format registry and the same Source as a path. What diffe
 ``pread``, an object's concurrent range requests), opened by :mod:`.opener`; :class:`~.fileobj.CachingFile`
 gives HDF5 a block-cached file object for the metadata. Each format reads its frames with its own read plan.
 
+Every object and listing of one server (scheme, endpoint, bucket, options) in a process shares one
+:class:`~.server.Server`: its store, and one outage clock, so a frozen server costs a run ``retry_seconds``
+once and stops it (:class:`~trajscale.errors.ServerUnreachable`), whatever the number of its files.
+
 Options are fsspec's ``storage_options``, plus trajscale's ``retry_seconds``, ``timeout``, ``max_concurrency``
 and ``merge_gap``. Credentials come from them or the usual AWS environment and profiles; they are never written
 into a message, a log, a report or a profile.
@@ -139,6 +143,15 @@ def fetched_here() -> dict:
         return inflight.PROCESS_STATS.as_dict()
 
 
+def forget_servers() -> None:
+    """A run's end: this process lets go of its servers (:mod:`.server`), so the next run's clock starts anew."""
+    import sys
+
+    server = sys.modules.get(__name__ + ".server")
+    if server is not None:
+        server.forget_servers()
+
+
 def fetched_since(before: dict) -> dict | None:
     """What this process fetched since ``before`` (:func:`fetched_here`); None when it made no request."""
     now = fetched_here()
@@ -162,6 +175,6 @@ def resolve(base: str, relative: str) -> str:
     return f"{root}/{'/'.join(parts)}"
 
 
-__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "is_url",
+__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "forget_servers", "is_url",
            "parse_option", "parse_options",
            "redacted", "resolve", "set_options", "shown", "using"]

@@ -22,6 +22,7 @@ from ..util import scheme_of
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .bytestore import ByteStore
+    from .server import Server
 
 #: Characters that make a path a glob pattern.
 GLOB_CHARACTERS = "*?["
@@ -113,6 +114,17 @@ class Location:
         return Location(resolve(self.where, name), self.options)
 
     # -- what its bytes are -----------------------------------------------------------------------------------------
+    @property
+    def server(self) -> Server:
+        """The server of a URL, with this location's options: its store and its outage clock, one per process
+        shared by every location and object of it (:mod:`.server`); a local path has none (ConfigError)."""
+        if self.local:
+            raise ConfigError(f"{self.where}: a local path, not a URL: it has no server")
+        from . import current_options
+        from .server import server_of
+
+        return server_of(self.where, current_options() if self.options is None else self.options)
+
     def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
         """Its bytes: a local file, or the object behind the URL, read with this location's options."""
         from .opener import open_bytes
@@ -176,7 +188,7 @@ class Location:
         fixed = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
         prefix = fixed[:fixed.rfind("/") + 1]   # a store lists whole folders (segments), never part of a name
         regex = re.compile(glob_regex(key_pattern))
-        keys = list_keys(head, prefix, self.options)
+        keys = list_keys(self.server, head, prefix)
         return [Location(head + k, self.options) for k in sorted(k for k in keys if regex.fullmatch(k))]
 
 

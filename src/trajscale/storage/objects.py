@@ -22,23 +22,20 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..errors import ConfigError, InputFileError
+from ..errors import ConfigError, InputFileError, ServerUnreachable
 from ..util import scheme_of
 from . import current_options, endpoint_of
 from .bytestore import ByteStore, Validator
-from .clients import check_options, split_url, trusted_bundle
-from .clients import object_store as _store_of
+from .clients import split_url, trusted_bundle
 from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
 from .ranges import merge_gap_of
-from .retry import GONE, Deadline, Failure, Outage, RemoteError, Replaced, WrongAnswer, classify
+from .retry import GONE, Deadline, Failure, RemoteError, Replaced, WrongAnswer, classify
+from .server import RETRY_SECONDS, TIMEOUT, server_of
 
 log = logging.getLogger(__name__)
 
 #: Bytes of an object's first request: its format, and HDF5's superblock and first object headers.
 HEAD_BYTES = 256 * 1024
-#: Defaults of trajscale's own options.
-RETRY_SECONDS = 30.0
-TIMEOUT = 20.0
 #: Batches of requests started ahead held at once: the block being read and the next one's.
 AHEAD_BATCHES = 2
 #: Seconds an object's first bytes and identity are kept, so the registry's guess and the Source share one request.
@@ -106,9 +103,10 @@ class RemoteObject(ByteStore):
                                  "with credentials in the environment, or a plain http(s) URL")
         self.url = url
         self.options = dict(current_options() if options is None else options)
-        self._own, self._client, self._fs = check_options(url, self.options)
-        self.retry_seconds = float(self._own.get("retry_seconds", RETRY_SECONDS))
-        self.timeout = float(self._own.get("timeout", TIMEOUT))
+        #: the server's store and outage clock, shared with every other object of it in this process
+        self.server = server_of(url, self.options)
+        self._own, self._client, self._fs = self.server.own, self.server.client, self.server.fs
+        self.retry_seconds, self.timeout = self.server.retry_seconds, self.server.timeout
         fixed = self._own.get("max_concurrency")
         self._slots = Window(MAX_CONCURRENCY if fixed is None else int(fixed), grows=fixed is None)
         self.merge_gap = merge_gap_of(self._own)
@@ -126,12 +124,12 @@ class RemoteObject(ByteStore):
         self._batches: list[list[tuple[int, int]]] = []
         self._identity = identity
         #: the error every request of the object fails with once one has failed for good
-        self._failed: RemoteError | None = None
-        self._outage = Outage(self.retry_seconds)
+        self._failed: RemoteError | ServerUnreachable | None = None
+        self._outage = self.server.outage
         self.head = b""
 
     def _store(self, timeout: float):
-        return _store_of(self.url, self._own, self._client, self._fs, timeout)
+        return self.server.store(self.url, timeout)
 
     @classmethod
     def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
@@ -280,7 +278,7 @@ class RemoteObject(ByteStore):
         future.add_done_callback(done)
 
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
-        """Bytes ``[a, b)``, retried within the request's :class:`~.retry.Deadline` and the object's
+        """Bytes ``[a, b)``, retried within the request's :class:`~.retry.Deadline` and its server's
         :class:`~.retry.Outage`; once one request failed for good, the others fail with its error."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
@@ -310,7 +308,9 @@ class RemoteObject(ByteStore):
                 raise error from None
             self._outage.failed(deadline.start, failure)
             if not deadline.wait():
-                self._failed = self._gave_up(failure, max(deadline.tries, self._outage.tries))
+                # the server's clock ran out: the run stops; a request's own alone: this object's failure
+                self._failed = (self.server.unreachable(failure, deadline.tries) if self._outage.bounds(deadline.end)
+                                else self._gave_up(failure, deadline.tries))
                 raise self._failed from None
             with self._lock:
                 self.stats.retries += 1
@@ -318,13 +318,10 @@ class RemoteObject(ByteStore):
             log.debug("%s: bytes %d-%d: %s; retry %d", self.url, a, b, failure.kind, deadline.tries)
 
     def _check(self) -> None:
-        """Raise the object's failure, or give up on it when its server has not answered for ``retry_seconds``."""
+        """Raise the object's failure, or the server's when it has not answered for ``retry_seconds``."""
         if self._failed is not None:
             raise self._failed
-        outage = self._outage
-        if outage.over() and outage.last is not None:
-            self._failed = self._gave_up(outage.last, outage.tries)
-            raise self._failed
+        self.server.check()
 
     def _count_failed(self) -> None:
         with self._lock:
@@ -332,7 +329,8 @@ class RemoteObject(ByteStore):
         count(1)
 
     def _gave_up(self, failure: Failure, tries: int) -> RemoteError:
-        """The error of a request whose retries ran out: a wrong answer said as ours, else as not answering."""
+        """The error of a request whose retries ran out while its server answered others: a wrong answer said as
+        ours, else as not answering."""
         how = "gave no usable answer" if failure.kind == "wrong" else "did not answer"
         return self.error(f"{endpoint_of(self.url, self.options)} {how} in {self.retry_seconds:g} s "
                           f"({tries} tries; last: {failure.problem})")

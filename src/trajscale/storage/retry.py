@@ -10,7 +10,7 @@ Retried: a cut response body, a reset or refused connection, a timeout, 5xx, 408
 store's refusal of an option: each said in one line naming its cause.
 
 :class:`Deadline` bounds a request and its retries to ``retry_seconds`` from its first try; :class:`Outage`
-bounds all of an object's requests together (a server that stops answering is given up on once).
+bounds all of a server's requests together (a server that stops answering is given up on once).
 """
 
 from __future__ import annotations
@@ -206,8 +206,9 @@ def first_line(exc: BaseException) -> str:
 
 
 class Outage:
-    """Since when an object's server has not answered: every request of the object gives up once that lasts
-    ``retry_seconds`` (once, not per queued request)."""
+    """Since when a server has not answered: every request to it gives up once that lasts ``retry_seconds``
+    (once, not per queued request or per object: :class:`~.server.Server` holds one). The verdict stands
+    another ``retry_seconds``, the stopping run's requests failing at once; a later request asks the server again."""
 
     def __init__(self, retry_seconds: float) -> None:
         self.retry_seconds = retry_seconds
@@ -232,7 +233,18 @@ class Outage:
 
     def over(self) -> bool:
         end = self.end
-        return end is not None and time.monotonic() >= end
+        if end is None or time.monotonic() < end:
+            return False
+        if time.monotonic() < end + self.retry_seconds:
+            return True
+        with self._lock:   # (lapsed: the next request finds out afresh)
+            self.end = None
+        return False
+
+    def bounds(self, end: float | None) -> bool:
+        """Whether this clock, not a request's own, ended a request's tries due at ``end``."""
+        mine = self.end
+        return mine is not None and end is not None and mine <= end
 
 
 class Deadline:
