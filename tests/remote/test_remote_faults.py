@@ -85,8 +85,8 @@ def test_a_spoiled_first_answer_is_retried_and_never_used(s3_server, adk_stores,
                          ids=["short", "long", "500"])
 def test_a_spoiled_answer_on_every_try_ends_the_run_in_one_line(s3_server, adk_stores, tmp_path, how, status):
     """Every try of every range answered wrongly (a short body, a long one, 500): the run gives up after
-    ``retry_seconds`` (2 s) in one line naming the URL and the last problem, non-zero exit, no traceback,
-    nothing under the output's or the report's name."""
+    ``retry_seconds`` (2 s) as the server's failure (its own exit status), in one line naming the server and
+    the last problem, no traceback, nothing under the output's or the report's name."""
     _, url, _ = adk_stores["plain"]
     proxy = FlakyProxy(s3_server.endpoint, failures=10**9, how=how, status=status or 500, every_try=True)
     try:
@@ -94,7 +94,8 @@ def test_a_spoiled_answer_on_every_try_ends_the_run_in_one_line(s3_server, adk_s
                                     server=s3_server)
     finally:
         proxy.close()
-    _one_line(proc, url, took, tmp_path / "run")
+    _one_line(proc, f"s3://{BUCKET}", took, tmp_path / "run")
+    assert proc.returncode == 9, proc.stderr
     assert proxy.faults["n"] > 1   # tried again before giving up
     assert "2 s" in proc.stderr   # the time it was given
     if how == "status":   # the server's own words, not its XML cut mid-tag
@@ -165,7 +166,7 @@ def test_a_server_that_dies_mid_run_leaves_no_results_and_no_report(own_server, 
     """A server of the test's own, behind a proxy that holds every range request 1 s, killed as soon as the
     run asks for a frame's bytes (a range past the object's first 256 kB, the head request's), while that
     request is held: the run ends within ``retry_seconds`` (3 s) of it and a start-up's time, in one line
-    naming the URL, non-zero exit, no traceback; nothing exists under the --out name or the --report name,
+    naming the server, its own exit status, no traceback; nothing exists under the --out name or the --report name,
     and no temporary file beside them."""
     local, _, _ = adk_stores["plain"]
     srv = own_server()
@@ -199,5 +200,6 @@ def test_a_server_that_dies_mid_run_leaves_no_results_and_no_report(own_server, 
             proc.communicate()
         proxy.close()
     done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    _one_line(done, url, took, folder)
+    _one_line(done, f"s3://{BUCKET}", took, folder)   # (the server's failure, no file's: its own exit status)
+    assert proc.returncode == 9, stderr
     assert "did not answer in 3 s" in stderr, stderr

@@ -54,7 +54,8 @@ class Server:
         last = failure or self.outage.last
         tries = max(tries, self.outage.tries)
         at = f"endpoint {self.endpoint}, " if self.endpoint not in self.name else ""
-        how = "gave no usable answer" if last is not None and last.kind == "wrong" else "did not answer"
+        answered = last is not None and last.kind in ("wrong", "server", "throttled")   # (an answer, not a good one)
+        how = "gave no usable answer" if answered else "did not answer"
         said = f"; last: {last.problem}" if last is not None else ""
         return ServerUnreachable(self.name, f"{how} in {self.retry_seconds:g} s ({at}{tries} tries{said})")
 
