@@ -17,12 +17,14 @@ from .server import Server
 CHUNK = 1000
 
 
-def list_keys(server: Server, url: str, prefix: str) -> list[str]:
-    """The keys under ``prefix`` ("": all) of the bucket ``url`` names on ``server``; refused in one line."""
+def list_keys(server: Server, url: str, prefix: str, where: str | None = None) -> list[str]:
+    """The keys under ``prefix`` ("": all) of the bucket ``url`` names on ``server``; refused in one line naming
+    ``where`` (the glob listed; default ``url``)."""
     if url.startswith("hf://"):
         from .hub import list_tree
 
         return list_tree(url, prefix, server.options)
+    where = where or url
     keys: list[str] = []
     deadline = Deadline(server.retry_seconds, server.timeout, server.outage)
     tries, had = 0, 0
@@ -41,14 +43,14 @@ def list_keys(server: Server, url: str, prefix: str) -> list[str]:
             count(requests=1, wait_s=time.perf_counter() - t0, retries=int(tries > 0))
             tries += 1
             if failure.kind == "other":
-                raise RemoteError(url, f"cannot list {prefix or 'it'}: {first_line(exc)}") from None
+                raise RemoteError(where, f"cannot list {prefix or 'it'}: {first_line(exc)}") from None
             if not failure.retry:
-                raise RemoteError(url, f"cannot list {prefix or 'it'}: {failure.problem}") from None
+                raise RemoteError(where, f"cannot list {prefix or 'it'}: {failure.problem}") from None
             server.outage.failed(deadline.start, failure)
             if not deadline.wait():
                 if server.outage.bounds(deadline.end):
                     raise server.unreachable(failure, tries) from None
-                raise RemoteError(url, f"cannot list {prefix or 'it'}: did not answer in {server.retry_seconds:g} s "
+                raise RemoteError(where, f"cannot list {prefix or 'it'}: did not answer in {server.retry_seconds:g} s "
                                        f"({failure.problem})") from None
             continue
         # (counted as one request: it tells this process it has started a client runtime a fork must not inherit)

@@ -188,7 +188,7 @@ class Location:
         fixed = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
         prefix = fixed[:fixed.rfind("/") + 1]   # a store lists whole folders (segments), never part of a name
         regex = re.compile(glob_regex(key_pattern))
-        keys = list_keys(self.server, head, prefix)
+        keys = list_keys(self.server, head, prefix, self.where)
         return [Location(head + k, self.options) for k in sorted(k for k in keys if regex.fullmatch(k))]
 
 
