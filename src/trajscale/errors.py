@@ -141,7 +141,9 @@ class ServerUnreachable(TrajscaleError):
 
     def keeping(self, kept: str) -> ServerUnreachable:
         """The same outage, said with what the stopped run kept."""
-        return ServerUnreachable(self.server, self.problem, kept)
+        said = ServerUnreachable(self.server, self.problem, kept)
+        said.reported_elsewhere = self.reported_elsewhere
+        return said
 
 
 class ConfigError(TrajscaleError):

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.conftest import mpiexec
 from tests.support.ensembles import tiny_ensemble
 
 from .conftest import BUCKET
@@ -95,7 +96,9 @@ class _Run:
     """``trajscale run rmsd --ensemble`` in a subprocess, its stderr's lines kept as they come."""
 
     def __init__(self, args: list[str], env: dict) -> None:
-        cmd = [sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--select", "all", "--no-progress", *args]
+        launch = [mpiexec(), "-n", "2"] if "mpi" in args else []   # (two ranks, as a user starts them)
+        cmd = [*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--select", "all", "--no-progress",
+               *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: self.lines.extend(x.rstrip("\n") for x in self.proc.stderr),
@@ -131,7 +134,7 @@ def _ensemble_args(prefix: str, top: str, folder, out, endpoint: str, executor: 
 
 @pytest.mark.cli
 @pytest.mark.slow(seconds=30)
-@pytest.mark.parametrize("executor", ["serial", "processes", "dask"])
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask", pytest.param("mpi", marks=pytest.mark.mpi)])
 def test_a_frozen_server_stops_an_ensemble_once_and_resume_goes_on(s3_server, tmp_path, executor):
     """The server freezes once the run has saved its first trajectories: the run ends within ``retry_seconds``
     and a try's timeout (and a loaded machine's exit) of the freeze, not once per member left; with its own

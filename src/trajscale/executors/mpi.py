@@ -10,8 +10,10 @@ An exception on any rank prints one line naming the rank and its frames and abor
 rank waiting in a collective never hangs. A stop signal is not a failure: SIGTERM (``scancel``, a time limit) or
 Ctrl-C is recorded on the rank it reaches, each rank ends its tasks at the next task boundary, and the ranks agree on
 it in the collective that ends the tasks; every rank then exits as a signalled command does (143 for SIGTERM), with
-no abort. Before the job is shared, rank 0 owes the other ranks that share (:func:`trajscale.sharing.owe_first_share`):
-a stop signal while it prepares is what it shares.
+no abort. A server's outage (:class:`~trajscale.errors.ServerUnreachable`) is shared the same way: the rank that
+meets it stops its tasks, and every rank ends with it once the others have met it too or ended theirs. Before the
+job is shared, rank 0 owes the other ranks that share (:func:`trajscale.sharing.owe_first_share`): a stop signal
+while it prepares is what it shares.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from ..analysis.base import FrameRows, analysis_from_config
 from ..block import FrameRange
-from ..errors import ConfigError
+from ..errors import ConfigError, ServerUnreachable
 from ..parallel import (
     check_mpi_world,
     default_mpi_driver,
@@ -139,7 +141,7 @@ class MPIExecutor(Executor):
         host, pid = host_and_pid()
         current = _span(ranges, mine)
         t_bcast, self._t_bcast = self._t_bcast, 0.0   # this run's wait for the job
-        signum = 0
+        signum, outage = 0, None
         # A stop signal is acted on by every rank together once each has ended its tasks: none is left in a collective
         with polling_for_stop():
             try:
@@ -159,7 +161,12 @@ class MPIExecutor(Executor):
                         current = ranges[i]
                         # a rank knows its next task: a source behind a URL fetches its first block meanwhile
                         then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
-                        if (done := _task_unless_stopped(job, i, ranges[i], worker, comm, then)) is None:
+                        try:
+                            done = _task_unless_stopped(job, i, ranges[i], worker, comm, then)
+                        except ServerUnreachable as exc:   # the server's outage: shared as a stop is, no abort
+                            outage = exc
+                            break
+                        if done is None:
                             break
                         partial, timing = done
                         partials.add(partial)
@@ -169,11 +176,12 @@ class MPIExecutor(Executor):
                     local = analysis.reduce(partials.partials())
                     t0 = time.perf_counter()
                     # the wait for the slowest rank (t_wait), and whether a stop was recorded on any rank
-                    states = when_all_arrive(comm, comm.allgather, (stop_requested(), len(timings)))
+                    states = when_all_arrive(comm, comm.allgather, (stop_requested(), len(timings), outage))
                     t1 = time.perf_counter()
-                    signum = max(s for s, _ in states)
-                    bar.expect(sum(n for _, n in states))
-                if not signum:
+                    signum = max(s for s, _, _ in states)
+                    outage = next((o for _, _, o in states if o is not None), None)
+                    bar.expect(sum(n for _, n, _ in states))
+                if not signum and outage is None:
                     partials, all_timings, all_extras = self._gather(analysis, local, timings, t1, {
                         "host": host, "pid": pid, "t_init_traj": t_init_traj, "t_wait": t1 - t0 + t_bcast,
                         "files_opened": files, "collective": src.collective})
@@ -182,6 +190,9 @@ class MPIExecutor(Executor):
                 self._abort(rank, current, exc)
         if signum:   # every rank ends as a signalled command does (128 + the signal); a finished run keeps nothing
             raise SystemExit(128 + signum)
+        if outage is not None:   # every rank ends with the first outage seen; rank 0 says it
+            outage.reported_elsewhere = rank != 0
+            raise outage
         if rank != 0:
             return None
         return TaskResults(tuple(partials), tuple(t for ts in all_timings for t in ts), dict(all_extras),
