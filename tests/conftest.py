@@ -185,7 +185,7 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
     ``cwd``: the directory it runs in (this process's is put back too); ``env``: its whole environment, as
     :func:`run_cli`'s ``env`` (this process's is put back). What a new process would not have kept, the
     objects' first bytes that :mod:`trajscale.storage.objects` holds a while, is forgotten first; the storage
-    options and the objects fetched whole that a command keeps for its process's life are put back after it.
+    options a command keeps for its process's life are put back after it.
     """
     import gc
     import io
@@ -203,9 +203,8 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
     if objects is not None:
         objects.forget_heads()
     from trajscale import storage
-    from trajscale.storage import files
 
-    options, fetched = storage.current_options(), dict(files._FETCHED)
+    options = storage.current_options()
     try:
         if env is not None:
             os.environ.clear()
@@ -233,8 +232,6 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
         gc.set_threshold(*thresholds)
         sys.unraisablehook = hook
         storage.set_options(options)   # the command line's --storage-option, set for the process's life
-        files._FETCHED.clear()
-        files._FETCHED.update(fetched)
     return subprocess.CompletedProcess(["trajscale", *map(os.fspath, args)], code, out.getvalue(), err.getvalue())
 
 

@@ -118,10 +118,10 @@ def test_a_glob_over_a_missing_bucket_is_one_line(s3_env):  # noqa: F811 - the i
 
 
 def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
-    """The members' one topology is an object: fetched once by the process, the numbers those of the local file."""
+    """The members' one topology is an object: fetched once by the node, the numbers those of the local file."""
     from MDAnalysisTests.datafiles import PSF
 
-    from trajscale.storage.files import at_hand
+    from trajscale.storage.nodecache import at_hand
 
     s3_env.client().upload_file(PSF, BUCKET, "ensemble/adk.psf")
     ens = ts.Ensemble.from_glob(f"{uploaded}/adk-*.xtc", topology=f"{uploaded}/adk.psf")
@@ -131,9 +131,9 @@ def test_a_topology_behind_a_url(replicas, uploaded, s3_env):  # noqa: F811
     assert r.names == ("adk-0", "adk-2") and not r.refused
     for name in r.names:
         assert np.array_equal(r[name].rgyr, local[name].rgyr)
-    fetched = at_hand(f"{uploaded}/adk.psf")   # (the file the run fetched, kept for the process)
-    assert fetched.endswith("adk.psf") and open(fetched, "rb").read() == open(PSF, "rb").read()
-    assert at_hand(f"{uploaded}/adk.psf") == fetched and at_hand(PSF) == PSF
+    again = at_hand(f"{uploaded}/adk.psf")   # (the node's copy the run made: found, not copied again)
+    assert not again.copied and again.path.endswith(".psf") and open(again.path, "rb").read() == open(PSF, "rb").read()
+    assert at_hand(PSF).path == PSF
 
 
 #: A user's script: a glob listed with obstore in this process (not through trajscale's reads), then a pool.

@@ -11,7 +11,7 @@ def sha(path) -> str:
 
 
 def first_user(store, cache_dir, barrier, queue):
-    from trajscale.ml.cache import NodeCache
+    from trajscale.storage.nodecache import NodeCache
 
     barrier.wait()
     entry = NodeCache(cache_dir).open(store)

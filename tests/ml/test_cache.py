@@ -56,7 +56,7 @@ def test_loader_workers_read_the_cached_copy(packed, tmp_path):
 
 def test_store_that_does_not_fit_falls_back_to_the_original(packed, tmp_path, caplog):
     store, ref = packed
-    with caplog.at_level(logging.WARNING, logger="trajscale.ml.cache"):
+    with caplog.at_level(logging.WARNING, logger="trajscale.storage.nodecache"):
         e = NodeCache(tmp_path / "tiny", max_bytes=1000).open(store)
     assert e.path == store and not e.copied
     assert "does not fit" in caplog.text

@@ -72,7 +72,7 @@ def test_a_local_and_a_url_read_give_the_same_blocks(s3_env, stores, mda_positio
     with h5py.File(path, "r") as f:
         stored = f[POSITION][()]
     with H5MDSource(path) as local, H5MDSource(url) as remote:
-        assert local.store.local_path == path and remote.store.local_path is None
+        assert local.store.c_openable_path == path and remote.store.c_openable_path is None
         assert set(local._reads) == set(remote._reads) == {"position"}   # both read by the chunk reader
         scale = np.float32(local.info.scales["position"])
         for start, stop, stride, atoms in READS:

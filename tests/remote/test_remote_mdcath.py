@@ -75,8 +75,8 @@ def test_a_worker_fetches_only_the_frames_it_reads(mdcath_object):
 def test_the_ensemble_dataset_reads_the_object_as_the_local_file(mdcath_object, tmp_path, cached):
     """EnsembleDataset over the object, by range requests or through the node-local cache (one copy, keyed by the
     object's ETag and size): the same samples as over the local file."""
-    from trajscale.ml.cache import NodeCache
     from trajscale.ml.ensemble import EnsembleDataset
+    from trajscale.storage.nodecache import NodeCache
 
     local, url, options = mdcath_object
     cache_dir = tmp_path / "node" if cached else None

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.remote
 
 
 def _first_user(url, options, cache_dir, barrier, queue):
-    from trajscale.ml.cache import NodeCache
+    from trajscale.storage.nodecache import NodeCache
 
     barrier.wait()
     entry = NodeCache(cache_dir).open(url, options)

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.remote
 @pytest.mark.parametrize("path,reader", [(D.H5MD_xvf, H5MDReader), (D.XTC, XTCReader)])
 def test_a_url_is_opened_once(s3_env, monkeypatch, path, reader):
     from trajscale.sources import open_source
+    from trajscale.storage.location import Location
     from trajscale.storage.objects import RemoteObject
 
     client = s3_env.client()
@@ -39,7 +40,9 @@ def test_a_url_is_opened_once(s3_env, monkeypatch, path, reader):
     monkeypatch.setattr(RemoteObject, "__init__", counted)
     with open_source(url) as src:
         assert opened == [url]
-        assert src.store is not None and src.store.local_path is None
+        assert src.store is not None and src.store.c_openable_path is None
+        # (asked by intent: each read is a request, no file on this node holds the bytes; told without I/O too)
+        assert src.store.costs_request and src.store.node_local_copy is None and Location(url).costs_request
         got = src.read(0, 1).positions[0]
     want = reader(path).ts.positions
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)

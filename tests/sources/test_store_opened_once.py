@@ -25,7 +25,9 @@ def test_a_local_file_is_opened_once(monkeypatch, path, reader):
     monkeypatch.setattr(LocalFile, "__init__", counted)
     with open_source(path) as src:
         assert opened == [path]
-        assert src.store is not None and src.store.local_path == path
+        assert src.store is not None and src.store.c_openable_path == path
+        # (asked by intent: a read costs no request, and this node holds the file itself)
+        assert not src.store.costs_request and src.store.node_local_copy == path
         got = src.read(0, 1).positions[0]
     want = reader(path).ts.positions
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)

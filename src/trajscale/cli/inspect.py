@@ -118,8 +118,8 @@ def _remote_costs(args, facts: dict) -> dict:
     from ..storage.opener import open_bytes
 
     store = open_bytes(args.file, current_options())
-    if store.local_path is not None:   # a local file: its costs as if it were behind a URL
-        return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, **reader)
+    if not store.costs_request:   # a file at hand: its costs as if it were behind a URL
+        return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, **reader)
     from ..hdf5.metadata import children_ahead
     from ..storage.fileobj import CachingFile
 

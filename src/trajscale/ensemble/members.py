@@ -14,7 +14,7 @@ from ..engine import frame_range
 from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
-from ..storage.files import at_hand
+from ..storage.nodecache import at_hand
 from .analysis import for_member, prepare_each
 from .catalog import Member
 
@@ -42,11 +42,16 @@ class SharedTopologies:
 
     def __init__(self) -> None:
         self._shared: dict[str, object] = {}
+        self._at_hand: dict[str, object] = {}   # (topology -> the file parsed, held in use while members share it)
 
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
 
-        topology = at_hand(topology) if topology is not None else None   # (a URL's: fetched, parsed here)
+        if topology is not None:   # (an object's: the node's copy, fetched once)
+            held = self._at_hand.get(topology)
+            if held is None:
+                held = self._at_hand[topology] = at_hand(topology)
+            topology = held.path
         own = source.own_universe() if topology is None else None
         if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
             return prepare_each(analysis, AnalysisTopology(own, source).atoms, source)

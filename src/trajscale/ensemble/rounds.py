@@ -374,7 +374,7 @@ def _whole_bytes(member, size: int) -> int:
 def _fetched(member) -> bool:
     """Whether ``member``'s bytes come through a network client's store (told without I/O): its size is a
     request, and preparing it here starts a client a forked worker must not inherit."""
-    return any(Location(t).worker_modules() for t in member.trajectory)
+    return any(Location(t).costs_request for t in member.trajectory)
 
 
 def _aggregate_part(analysis, partial, prepared: Prepared):

@@ -20,7 +20,7 @@ from ..block import sorted_unique
 from ..errors import NotH5MDError
 from ..facts import CONTIGUOUS, LayoutFacts, Precision
 from ..hdf5.chunks import chunk_info
-from ..hdf5.hdf5 import checked_store, open_h5
+from ..hdf5.hdf5 import checked_store, open_h5, opens_collectively
 from ..hdf5.runs import plan_atom_reads
 from ..storage.bytestore import ReadOnlyFile
 from ..storage.ranges import coalesce
@@ -222,11 +222,7 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
 def _open_sized(path) -> tuple[h5py.File, int, bool]:
     """The HDF5 file at ``path``, its size, whether MPI ranks open it together; metadata read afresh, not cached."""
     store = checked_store(path)
-    if store.local_path is None:
-        from ..hdf5.metadata import open_store_h5
-
-        return open_store_h5(store, True, None, 1024**2, use_cache=False)[1], store.size, False
-    return open_h5(store), store.size, True
+    return open_h5(store, kept_metadata=False), store.size, opens_collectively(store)
 
 
 def space_facts(f: h5py.File, size: int) -> dict:

@@ -170,4 +170,4 @@ def open_file(path: str, request: FileRequest) -> OpenedFile:
 
 def file_of(store: ByteStore, request: FileRequest) -> OpenedFile:
     """HDF5's view of the bytes in ``store``, which stays open when the open fails (its caller's)."""
-    return (OpenedFile if store.local_path is not None else RemoteFile)(store, request)
+    return (OpenedFile if store.c_openable_path is not None else RemoteFile)(store, request)

@@ -29,19 +29,20 @@ def ensure_filters(ds: h5py.Dataset) -> None:
 
 
 def open_h5(path: str | os.PathLike | ByteStore, mode: str = "r", driver: str | None = None,
-            comm=None, **kw) -> h5py.File:
-    """Open an HDF5 file (a location, or a store held open), turning every failure into one clear InputFileError."""
+            comm=None, kept_metadata: bool = True, **kw) -> h5py.File:
+    """Open an HDF5 file (a location, or a store held open), turning every failure into one clear InputFileError;
+    the metadata of bytes behind a URL as an earlier run kept them (``kept_metadata``), or read afresh."""
     if mode == "r":
         store = path if isinstance(path, ByteStore) else checked_store(path)
-        if store.local_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
+        if store.c_openable_path is None:   # (HDF5 opens a local file by name; other bytes through a file object)
             from .metadata import open_store_h5
 
-            return open_store_h5(store, True, None, kw.get("rdcc_nbytes", 1024**2))[1]
+            return open_store_h5(store, True, None, kw.get("rdcc_nbytes", 1024**2), kept_metadata)[1]
         if store is not path:
             store.close()
         elif not store.size:   # (a caller's store: its file, unlike a path, was never checked for bytes)
-            raise InputFileError(Path(store.local_path), "file is empty")
-        path = store.local_path
+            raise InputFileError(Path(store.c_openable_path), "file is empty")
+        path = store.c_openable_path
         if not h5py.is_hdf5(path):
             raise InputFileError(path, "not an HDF5 file (wrong format, or truncated before its superblock)")
     p = Path(path)
@@ -152,6 +153,11 @@ def _cut_short(p: Path, exc: OSError) -> CutShortError | None:
         return None
     return CutShortError(p, said, f"; `trajscale repair {p}` extends a writer's H5MD file so and keeps its "
                                   "complete frames")
+
+
+def opens_collectively(store: ByteStore) -> bool:
+    """Whether MPI ranks may open the file in ``store`` together (HDF5's MPI-IO driver opens a file by its path)."""
+    return store.c_openable_path is not None
 
 
 def checked_store(path: str | os.PathLike) -> ByteStore:

@@ -47,13 +47,15 @@ def cache_dir() -> Path:
 
 
 def file_key(store: ByteStore) -> list | None:
-    """What an entry of the file in ``store`` must match, or None where nothing is kept (an object, caching off)."""
-    if store.remote or not caches_enabled():
+    """What an entry of the file in ``store`` must match, or None where nothing is kept (no copy of the file on
+    this node, caching off)."""
+    path = store.node_local_copy
+    if path is None or not caches_enabled():
         return None
     identity = list(store.identity)
     try:
-        st = os.stat(identity[0])
-    except (OSError, IndexError, TypeError):
+        st = os.stat(path)
+    except OSError:
         return None
     if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != tuple(identity[1:5]):   # changed since it was opened
         return None

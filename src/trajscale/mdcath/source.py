@@ -127,7 +127,7 @@ def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
 
     A file at hand is told by the view that describes it (one HDF5 open); an object from its first bytes first
     (no more requests for a file that is not mdCATH's). Where the view cannot be opened, :func:`looks_like` says."""
-    if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
+    if not store.costs_request and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
         try:
             view = hdf5_of(store)
         except Exception:   # noqa: BLE001 - not readable as HDF5 whole: its first bytes say
@@ -155,7 +155,7 @@ def _layouts(f: h5py.File, store: ByteStore, path: str,
     for key in [only] if only is not None else domain.keys:
         try:
             layout = describe(f, path, key, store.size, identity, domain)
-            if not checked and not store.remote:
+            if not checked and not store.costs_request:
                 check_offsets(f, store, path, layout, key)
                 checked = True
         except (InputFileError, *_DAMAGE) as exc:
@@ -274,7 +274,7 @@ class MDCATHSource(Source):
             except (KeyError, OSError, RuntimeError, ValueError, TypeError) as exc:   # HDF5 met damage
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise InputFileError(self._path, f"cannot be read as mdCATH ({why}): the file is damaged") from None
-            if not self._store.remote:   # (where each read is a request: one more)
+            if not self._store.costs_request:   # (where each read is a request: one more)
                 check_offsets(f, self._store, self._path, layout, key or self._first_key)
         return layout
 
@@ -357,7 +357,7 @@ class MDCATHSource(Source):
     @property
     def reads_ahead(self) -> bool:
         """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
-        return self._store.remote
+        return self._store.costs_request
 
     # --------------------------------------------------------------- reading
 

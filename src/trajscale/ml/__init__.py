@@ -15,10 +15,11 @@ __all__ = ["BlockBatchSampler", "EnsembleDataset", "FeatureStream", "FrameDatase
            "write_loader_trace"]
 
 __getattr__, __dir__ = attach(__name__, {
-    "NodeCache": ".cache", "EnsembleDataset": ".ensemble", "FrameDataset": ".dataset", "H5Dataset": ".dataset",
-    "make_loader": ".dataset", "FeatureStream": ".lagged", "lagged_chunks": ".lagged", "lagged_pairs": ".lagged",
+    "NodeCache": "..storage.nodecache", "EnsembleDataset": ".ensemble", "FrameDataset": ".dataset",
+    "H5Dataset": ".dataset", "make_loader": ".dataset", "FeatureStream": ".lagged", "lagged_chunks": ".lagged",
+    "lagged_pairs": ".lagged",
     "stream_transform": ".lagged", "LaggedDataset": ".lagged_dataset", "LaggedEnsembleDataset": ".lagged_dataset",
     "stream_fit": ".streaming",
     "PackSummary": ".pack", "pack": ".pack", "plan_pack": ".pack", "BlockBatchSampler": ".sampler",
     "LoopTimer": ".trace", "load_report": ".trace", "summary": ".trace", "write_loader_trace": ".trace",
-}, submodules=("cache", "dataset", "ensemble", "lagged", "lagged_dataset", "sampler", "streaming", "trace"))
+}, submodules=("dataset", "ensemble", "lagged", "lagged_dataset", "sampler", "streaming", "trace"))

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import InputFileError, SelectionError, StoreError
 from ..hdf5.hdf5 import open_h5
 from ..storage import current_options
-from .cache import at_hand, opened
+from ..storage.nodecache import at_hand, opened
 from .trace import IOStats
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class H5Dataset(_BatchReads):
         Called on each item: a dict key -> array, with a leading batch axis when a batch was asked for.
     cache_dir
         Node-local directory (``/dev/shm``, local NVMe): the first process on the node copies the store
-        there and every worker reads the copy (:mod:`trajscale.ml.cache`). For a URL, where its one copy is
+        there and every worker reads the copy (:mod:`trajscale.storage.nodecache`). For a URL, where its one copy is
         fetched (default: ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in the temporary directory).
     cache_bytes
         Budget of ``cache_dir`` (default: its free space).
@@ -121,7 +121,7 @@ class H5Dataset(_BatchReads):
         try:
             self._identity = (original.state() or {}).get("identity")   # (an object's: the version read)
             self._stamp = original.stamp()
-            first = at_hand(original, self.cache_dir, self.cache_bytes, in_place=True)
+            first = at_hand(original, self.cache_dir, self.cache_bytes)
         finally:
             original.close()
         try:
@@ -174,7 +174,7 @@ class H5Dataset(_BatchReads):
             if original.stamp() != self._stamp:
                 raise StoreError(self.store, "changed since the dataset was made (size or modification "
                                              "time); make a new dataset to read the new contents")
-            self._cache_lock = at_hand(original, self.cache_dir, self.cache_bytes)
+            self._cache_lock = at_hand(original, self.cache_dir, self.cache_bytes, in_place=False)
         finally:
             original.close()
         path = self._cache_lock.path

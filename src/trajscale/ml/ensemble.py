@@ -11,7 +11,7 @@ Each process opens only the files its batches touch and keeps at most ``max_open
 used closed first), whatever the number of members; the members of one mdCATH file share its one open
 store.  A member is reopened from the Source config the dataset was made with (data offsets, chunk
 addresses): a worker reads frames without walking HDF5 metadata again.  With ``cache_dir``, a file behind
-a URL is fetched once per node (:class:`~trajscale.ml.cache.NodeCache`) and read from there.
+a URL is fetched once per node (:class:`~trajscale.storage.nodecache.NodeCache`) and read from there.
 
 Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
 batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
@@ -546,7 +546,7 @@ class _File:
 
 def _cached(config: dict, cache_dir: str, storage_options: dict | None):
     """The member's config pointed at the node's copy of its object, and the entry that keeps it in use."""
-    from .cache import NodeCache
+    from ..storage.nodecache import NodeCache
 
     url = config["path"]
     identity = config.get("identity")   # (the object's ETag and size, as its store's state() ships them)

@@ -200,7 +200,7 @@ def guess(path: str | Path) -> Match:
 
 def _match(path: str, store: ByteStore | None) -> Match:
     """:func:`guess` of ``path`` whose bytes ``store`` holds (None: none of its own); the store stays open."""
-    if store is not None and store.local_path is None:   # fetched bytes: told by their first bytes and name
+    if store is not None and store.costs_request:   # fetched bytes: told by their first bytes and name
         return _guess_fetched(path, store)
     match = _by_bytes(path, _head(store), store)
     if match is None:

@@ -301,7 +301,7 @@ class SegmentedSource(Source):
         or B-tree over the network, and without a request for its identity (every range request checks it)."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
-            if seg.get("remote") is not None or not Location(self.segment_path(i)).worker_modules():
+            if seg.get("remote") is not None or not Location(self.segment_path(i)).costs_request:
                 continue
             state = getattr(self._segment(i), "remote_state", lambda: None)()
             if state is None:

@@ -64,14 +64,22 @@ class ByteStore(ABC):
     #: Ranges closer than this are read as one (:data:`MERGE_GAP`; an object's ``merge_gap`` option).
     merge_gap: int = MERGE_GAP
 
-    #: The path a library can open these bytes at where they lie, None where they must be fetched.
-    local_path: str | None = None
+    #: The path a C library (HDF5's own driver, xdrfile's stdio) may open these bytes at, None where they must be
+    #: fetched: asked only where such a library is handed a path (storage/, hdf5/, the XDR reader's open).
+    c_openable_path: str | None = None
 
-    #: Whether these bytes come over the network (told of the class): a pool's workers then preload readers.
-    remote: bool = False
+    #: Whether each read costs a request (told of the class): worth asking ahead, and a pool's workers preload
+    #: the client; reading a little more to check or tell a file costs nothing where it does not.
+    costs_request: bool = False
 
     #: What a process imports to read through this store (preloaded before a pool's workers start).
     worker_modules: tuple[str, ...] = ()
+
+    @property
+    def node_local_copy(self) -> str | None:
+        """A file on this node holding these bytes, or None: read in place instead of copied to a node's cache,
+        and what an entry of a cache kept beside it is keyed by (its inode and times)."""
+        return self.c_openable_path
 
     def first_bytes(self, n: int) -> bytes:
         """The first ``n`` bytes (all of them, for a shorter file): what a format is told from."""
@@ -162,7 +170,7 @@ class LocalFile(ByteStore):
         return self._identity[0], self._size, self._identity[4]
 
     @property
-    def local_path(self) -> str:
+    def c_openable_path(self) -> str:
         return self.path
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,50 +27,9 @@ MAX_REQUEST = 8 * 1024**2
 
 def as_file(store) -> FileView:
     """The bytes of ``store`` as a file a compiled reader opens by its path: the file itself, or ranges fetched."""
-    if store.local_path is not None:
-        return InPlace(store.local_path)
+    if store.c_openable_path is not None:
+        return InPlace(store.c_openable_path)
     return Fetched(store, str(store.identity[0]))
-
-
-def at_hand(location: str) -> str:
-    """``location`` as a file a library opens by path: a local path, or an object fetched whole once (temporary)."""
-    from .location import Location
-
-    if Location(location).local:
-        return location
-    with _FETCHING:
-        path = _FETCHED.get(location)
-        if path is None:
-            path = _FETCHED[location] = _fetch(Location(location))
-    return path
-
-
-#: The objects :func:`at_hand` fetched in this process: URL -> its local file.
-_FETCHED: dict[str, str] = {}
-_FETCHING = threading.Lock()
-_FOLDER: list[str] = []   # (the temporary folder they are in, made when the first is fetched)
-
-
-def _fetch(location) -> str:
-    import atexit
-    import hashlib
-    import shutil
-    import tempfile
-
-    store = location.store()
-    try:
-        data = bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
-        identity = repr(tuple(store.identity))
-    finally:
-        store.close()
-    if not _FOLDER:
-        _FOLDER.append(tempfile.mkdtemp(prefix="trajscale-topologies-"))
-        atexit.register(shutil.rmtree, _FOLDER[0], True)
-    base = location.where.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-    path = os.path.join(_FOLDER[0], f"{hashlib.sha256((location.where + identity).encode()).hexdigest()[:16]}-{base}")
-    with open(path, "wb") as fh:
-        fh.write(data)
-    return path
 
 
 class FileView(ABC):
@@ -189,4 +147,4 @@ def _spool(store, ranges: list[tuple[int, int]]) -> int:
     return fd
 
 
-__all__ = ["MAX_REQUEST", "Fetched", "FileView", "InPlace", "as_file", "at_hand"]
+__all__ = ["MAX_REQUEST", "Fetched", "FileView", "InPlace", "as_file"]

@@ -90,10 +90,16 @@ class Location:
 
         return RemoteObject
 
+    @property
+    def costs_request(self) -> bool:
+        """Whether each read of its bytes costs a request (asked of its store's class, without I/O): its size is
+        one, and a process that made one must not fork."""
+        return self.store_class.costs_request
+
     def worker_modules(self, fetched: tuple[str, ...] = ()) -> tuple[str, ...]:
         """What a pool's worker imports to read these bytes (without I/O); nothing for a local file."""
         store = self.store_class
-        return (*store.worker_modules, *fetched) if store.remote else ()
+        return (*store.worker_modules, *fetched) if store.costs_request else ()
 
     def absolute(self) -> Location:
         """The location as every process names it: a local path made absolute (no link resolved), a URL as it is."""

@@ -90,7 +90,7 @@ def _is_object_url(url) -> bool:
 class RemoteObject(ByteStore):
     """One object behind a URL, read by concurrent range requests; :meth:`open` fetches its first bytes and ETag."""
 
-    remote = True
+    costs_request = True
     #: the client library, imported before a pool's workers start (its runtime starts at the first request)
     worker_modules = ("obstore", "trajscale.storage.objects")
 

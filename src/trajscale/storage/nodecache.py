@@ -1,4 +1,7 @@
-"""A node-local copy of a store, shared by every worker on the node (Devarajan, HUG 2024's DYAD step).
+"""A node-local copy of a store, shared by every worker on the node (Devarajan, HUG 2024's DYAD step; fsspec's
+``simplecache``): what a library that opens files by their path (HDF5 for the ML datasets, MDAnalysis for a
+topology) reads of bytes behind a URL, and where mdCATH's and H5MD's members behind URLs are read from
+(:func:`at_hand`).
 
 The first process on a node that needs the store copies it into ``cache_dir`` (``/dev/shm``, local NVMe)
 under an exclusive ``flock`` on the entry's lock file; the others block on it, then read the finished copy
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError, StoreError
-from ..storage.bytestore import ByteStore
-from ..storage.location import Location
+from .bytestore import ByteStore
+from .location import Location
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +116,11 @@ class NodeCache:
                     fcntl.flock(copy_lock, fcntl.LOCK_EX)
                     if not entry.exists():
                         if not self._copy(original, entry, size):
-                            if original.local_path is None:
+                            if original.node_local_copy is None:
                                 raise StoreError(name, f"({size / 1e6:.1f} MB) does not fit in the cache "
                                                        f"{self.directory}; give it more room (cache_bytes, "
                                                        "or a larger cache_dir)")
-                            return CachedStore(original.local_path, False, None)
+                            return CachedStore(original.node_local_copy, False, None)
                         copied = True
             lock = open(_lock_name(entry), "a+b")
             try:
@@ -136,7 +139,7 @@ class NodeCache:
         """Copy ``original``'s bytes to ``entry`` (we hold its exclusive lock); False if it does not fit."""
         name, _, version = original.stamp()
         if not self._make_room(size, keep=entry):
-            if name not in _warned and original.local_path is not None:
+            if name not in _warned and original.node_local_copy is not None:
                 _warned.add(name)
                 log.warning("%s (%.1f MB) does not fit in the cache %s; reading the original",
                             name, size / 1e6, self.directory)
@@ -184,12 +187,23 @@ class NodeCache:
                 if not p.name.startswith(".") and p.is_file()]
 
 
-def at_hand(original: ByteStore, cache_dir: str | None, max_bytes: int | None = None,
-            in_place: bool = False) -> CachedStore:
-    """Where a library reads ``original``'s bytes by their path: the node's copy in ``cache_dir``, its own
-    local file (none given, or ``in_place``), else the node's copy in :func:`default_dir`."""
-    if original.local_path is not None and (in_place or not cache_dir):
-        return CachedStore(original.local_path, False)
+def at_hand(original: ByteStore | Location | str, cache_dir: str | None = None, max_bytes: int | None = None,
+            in_place: bool = True) -> CachedStore:
+    """Where a library opens ``original``'s bytes (a store, or a location) by their path: the file this node
+    holds them in (unless ``in_place`` is False and a ``cache_dir`` is given), else the node's copy in
+    ``cache_dir`` (:func:`default_dir` where none is given), made once per node."""
+    if not isinstance(original, ByteStore):
+        location = Location.of(original)
+        if not location.costs_request and (in_place or not cache_dir):
+            return CachedStore(location.where, False)   # (asked nothing: its reader says what is wrong with it)
+        store = opened(location)
+        try:
+            return at_hand(store, cache_dir, max_bytes, in_place)
+        finally:
+            store.close()
+    here = original.node_local_copy
+    if here is not None and (in_place or not cache_dir):
+        return CachedStore(here, False)
     return NodeCache(cache_dir or default_dir(), max_bytes).open(original)
 
 
@@ -243,7 +257,7 @@ def _check_copy(original: ByteStore, entry: Path, size: int) -> None:
     try:
         got = entry.stat().st_size
         with open(entry, "rb") as b:
-            same_head = original.local_path is None or _as_store_error(original.first_bytes, 4096) == b.read(4096)
+            same_head = original.costs_request or _as_store_error(original.first_bytes, 4096) == b.read(4096)
     except OSError as exc:
         raise StoreError(entry, f"cached copy of {name} cannot be read ({exc.strerror})") from None
     if got != size or not same_head:
