@@ -13,6 +13,16 @@ from __future__ import annotations
 
 from ._lazy import attach
 from .analysis import BUILTIN  # the analysis registry: its classes are names here (cheap: a dict)
+from .registered import register
+
+# Every kind of Source (by where its traits are declared; formats in the order their first bytes are asked)
+# and the engine's own analyses, registered downward: the root stands above every layer, so no layer below
+# names a package above it. Strings only: nothing is imported until a registry is first read.
+register(formats=("trajscale.sources.traits:SEGMENTS", "trajscale.mdcath.traits:MDCATH", "trajscale.h5md.traits:H5MD",
+                  "trajscale.xdr.traits:XDR", "trajscale.npy.traits:NPY", "trajscale.mdareaders.traits:MDA_PART"),
+         kinds=("trajscale.mdareaders.traits:MDA", "trajscale.h5md.traits:GROWING_H5MD",
+                "trajscale.ensemble.traits:ENSEMBLE"),
+         analyses={"ensemble": "trajscale.ensemble.analysis:EnsembleAnalysis"})
 
 TYPE_CHECKING = False   # (type checkers read it as True; importing typing would cost every import)
 
@@ -59,7 +69,8 @@ __getattr__, __dir__ = attach(__name__, {
     **dict.fromkeys(_ANALYSIS_NAMES, ".analysis"),
     "Block": ".block", "FrameRange": ".block", "TrajscaleError": ".errors", "make_executor": ".executors",
     "ParallelWriter": ".pwrite", "RunReport": ".report.timing", "run": ".run", "RunOptions": ".runspec",
-    "H5MDSource": ".sources", "MDASource": ".sources", "open_source": ".sources", "Layout": ".h5md.layout",
+    "H5MDSource": ".h5md.source", "MDASource": ".mdareaders.universe", "open_source": ".sources",
+    "Layout": ".h5md.layout",
     "__version__": "._version", "open_dataset": ".arrays", "Ensemble": ".ensemble", "read_plan": ".plans",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))

@@ -1,8 +1,12 @@
 """What a format is, declared once: :class:`FormatTraits`, the one record every format decision reads.
 
-Each format declares one frozen record in a module that imports nothing heavy (the registry reads every record
-before it opens a file, and an XTC's run must not import HDF5).  The registry, the ensemble's catalog, the pools'
-preloads, the topology loader and xarray's ``guess_can_open`` read these records; nothing else names a format."""
+Each kind of Source declares one frozen record in a module that imports nothing heavy (the registry reads every
+format's record before it opens a file, and an XTC's run must not import HDF5); the Source class reads its
+record and restates none of it.  The registry, the ensemble's catalog, the pools' preloads, the topology loader
+and xarray's ``guess_can_open`` read these records; nothing else names a format.
+
+Where the records are is registered downward (:mod:`trajscale.registered`): the package's root, which stands
+above every layer, names them, so that this module, under every format, names none."""
 
 from __future__ import annotations
 
@@ -10,10 +14,13 @@ import contextlib
 import fnmatch
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from . import registered
 
 
 def _frozen(mapping: Mapping | None) -> Mapping:
@@ -62,6 +69,39 @@ class FormatTraits:
     read_cost
         ``"module:function"`` that costs a run's reads on a file's layout (``(facts, atoms, frames, stride)``),
         for the advice; empty for a format whose layout is not costed.
+    description
+        One line for the formats table (docs, and the error for an unknown format).
+    supports_mpio
+        Its files open with HDF5's MPI-IO driver (collective opens and reads).
+    supports_parts, supports_following, lists_parts, grows_by_appending
+        A file may be one part of a chain or a segment index; ``trajscale run --follow`` reads it while it is
+        written; it lists other files (a segment index: a follower checks each part read); it only grows while
+        written (a follower that sees it shrink knows it was replaced).
+    snapshots
+        ``"module:function"`` of a follower's snapshot of a file being written, called as ``(path, format,
+        topology, group, assume_units) -> Snapshot``.
+    decode_s_per_atom, decoding
+        Per format: seconds per atom to decode one frame (a format not named is plain floats, costed by its
+        bytes); who decodes a frame's atoms beyond those selected (``prefix:WHO``, up to the last selected atom,
+        or ``whole:WHO``; a format not named reads the selected atoms' bytes only).
+    supports_slab_reads, fills_rows
+        A range of frames is read in one call, not frame by frame; ``read_into`` fills the caller's rows
+        directly (no block of its own in between).
+    ships_offsets
+        The preparing process scans the frame offsets once and ships them (``OpenRequest.offsets``).
+    replaced_each_round
+        Each round of a run hands the workers a config of its own (an ensemble's): a process keeps the latest,
+        letting go of (not closing) the ones before, whose files the next round shares.
+    takes_h5md_options, stores_atom_labels
+        ``group`` and ``assume_units`` (H5MD's options) apply; a file may store its atoms' labels beside its frames.
+    reads_urls, reads_given_store
+        It reads a file behind a URL by range requests; ``open`` reads through the registry's store (else the
+        registry closes it).
+    worker_modules
+        Modules beyond the Source's own a worker imports to read this format (started with the workers).
+    shares_file_store, kept_on_node
+        One file holds several members read through one shared store; a file behind a URL may be read from the
+        node's copy (``node_copy_config``).
     """
 
     kind: str
@@ -78,10 +118,30 @@ class FormatTraits:
     partial_frames: str = ""
     self_describing: bool = False
     read_cost: str = ""
+    description: str = ""
+    supports_mpio: bool = False
+    supports_parts: bool = False
+    supports_following: bool = False
+    lists_parts: bool = False
+    grows_by_appending: bool = False
+    snapshots: str = ""
+    decode_s_per_atom: Mapping[str, float] = field(default_factory=dict)
+    decoding: Mapping[str, str] = field(default_factory=dict)
+    supports_slab_reads: bool = False
+    fills_rows: bool = False
+    ships_offsets: bool = False
+    replaced_each_round: bool = False
+    takes_h5md_options: bool = False
+    stores_atom_labels: bool = False
+    reads_urls: bool = False
+    reads_given_store: bool = False
+    worker_modules: tuple[str, ...] = ()
+    shares_file_store: bool = False
+    kept_on_node: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "suffixes", _frozen(self.suffixes))
-        object.__setattr__(self, "frames_only", _frozen(self.frames_only))
+        for name in ("suffixes", "frames_only", "decode_s_per_atom", "decoding"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     def may_begin(self, head: bytes, suffix: str) -> bool:
         """Whether a file beginning with ``head`` and named with ``suffix`` may be one of this format's."""
@@ -105,23 +165,6 @@ def load(target: str):
     return getattr(importlib.import_module(module), name)
 
 
-#: A segment index (JSON, an object first, after any white space) or the folder that holds one.
-SEGMENTS = FormatTraits(
-    kind="segments", source="trajscale.sources.segments:SegmentedSource", formats=("SEGMENTS",),
-    suffixes={".json": "SEGMENTS"}, begins=(b"{", b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c"), precedence=10,
-    self_describing=True)
-
-#: Where trajscale's own formats declare their traits (``"module:NAME"``, in modules that import nothing of
-#: the format's reader): the one list of the formats trajscale reads. Files are matched in the records'
-#: ``precedence`` order; the kind named :data:`FALLBACK` is asked last, after other packages' Sources.
-FORMAT_TRAITS = (
-    "trajscale.formats:SEGMENTS",
-    "trajscale.mdcath.traits:MDCATH",
-    "trajscale.h5md.traits:H5MD",
-    "trajscale.xdr.traits:XDR",
-    "trajscale.npy.traits:NPY",
-    "trajscale.mdareaders.traits:MDA_PART",
-)
 #: The kind of the Source of a file no other Source claims: MDAnalysis's one-file reader (it goes by the
 #: file's extension, through MDAnalysis's own table of formats).
 FALLBACK = "mda_part"
@@ -129,25 +172,44 @@ FALLBACK = "mda_part"
 
 @functools.cache
 def own_traits() -> tuple[FormatTraits, ...]:
-    """The traits of trajscale's own formats, in the order files are matched (:data:`FORMAT_TRAITS`)."""
-    found = [load(target) for target in FORMAT_TRAITS]
+    """The traits of trajscale's own formats (:data:`~trajscale.registered.FORMATS`), in the order files are
+    matched: by ``precedence``, the kind named :data:`FALLBACK` last (after other packages' Sources)."""
+    found = [load(target) for target in registered.FORMATS]
     return tuple(sorted(found, key=lambda t: (t.kind == FALLBACK, t.precedence)))
 
 
 @functools.cache
-def _by_kind() -> dict[str, FormatTraits]:
+def _formats_by_kind() -> dict[str, FormatTraits]:
     return {t.kind: t for t in own_traits()}
 
 
+@functools.cache
+def _others_by_kind() -> dict[str, FormatTraits]:
+    return {t.kind: t for t in map(load, registered.KINDS)}
+
+
 def traits_of(kind: str) -> FormatTraits | None:
-    """The traits of the format whose Source has ``kind`` (None: a Source of no file format, or a plugin's)."""
-    return _by_kind().get(kind)
+    """The traits of trajscale's Source of ``kind`` (a format's, or another kind's; None: a plugin's); a format's
+    is found without importing the other kinds' records."""
+    return _formats_by_kind().get(kind) or _others_by_kind().get(kind)
+
+
+def own_kinds() -> list[str]:
+    """The kinds of every Source trajscale has: its formats', in match order, then the others'."""
+    return [*_formats_by_kind(), *_others_by_kind()]
 
 
 def traits_for_format(name: str) -> FormatTraits | None:
     """The traits of the format called ``name`` (any case; None: one only MDAnalysis names, or a plugin's)."""
     name = str(name).upper()
     return next((t for t in own_traits() if name in t.formats), None)
+
+
+def claiming(head: bytes, name: str = "") -> list[FormatTraits]:
+    """The formats whose files may begin with ``head`` (and be named ``name``), in match order: those that
+    declare their first bytes, asked without importing a reader."""
+    suffix = os.path.splitext(name)[1].lower()
+    return [t for t in own_traits() if t.begins is not None and t.may_begin(head, suffix)]
 
 
 def frames_only_format(mdanalysis_format: str) -> str | None:
@@ -176,6 +238,5 @@ def read_cost(fmt: str):
     return load(found.read_cost) if found is not None and found.read_cost else None
 
 
-__all__ = ["FALLBACK", "FORMAT_TRAITS", "SEGMENTS", "FormatTraits", "expanders",
-           "frames_only_format", "load", "own_traits", "partial_frames_policy", "read_cost", "traits_for_format",
-           "traits_of"]
+__all__ = ["FALLBACK", "FormatTraits", "claiming", "expanders", "frames_only_format", "load", "own_kinds", "own_traits",
+           "partial_frames_policy", "read_cost", "traits_for_format", "traits_of"]

@@ -100,6 +100,32 @@ def test_every_format_has_one_source_and_declares_itself():
     assert registry.source_class("mda") is MDASource      # made by callers, reopened from configs
 
 
+def test_every_kind_is_one_record_its_source_restates_nothing():
+    """Every kind of Source trajscale has (its formats' and those made by other Sources or from configs) is found
+    from its record alone, and its class reads that record: no class between it and :class:`Source` sets a
+    trait itself (a growing H5MD file's differs from H5MD's by its own record, not by an attribute)."""
+    import dataclasses
+
+    from trajscale.formats import FormatTraits, own_kinds
+    from trajscale.sources.base import Trait
+
+    traits = {f.name for f in dataclasses.fields(FormatTraits)} & {n for n, v in vars(Source).items()
+                                                                      if isinstance(v, Trait)}
+    assert {"kind", "formats", "supports_mpio", "decode_s_per_atom", "snapshots", "worker_modules", "reads_urls",
+            "kept_on_node", "replaced_each_round"} <= traits
+    assert not hasattr(registry, "OTHER_SOURCES")
+    assert {"mda", "growing_h5md", "ensemble"} <= set(own_kinds())
+    for kind in own_kinds():
+        cls = registry.source_class(kind)
+        assert cls.kind == cls.traits.kind == kind
+        restated = {(k.__name__, n) for k in cls.__mro__ if issubclass(k, Source) and k is not Source
+                    for n in traits & set(vars(k))}
+        assert not restated, restated
+        assert all(getattr(cls, n) == getattr(cls.traits, n) for n in traits)
+    growing, h5md = registry.source_class("growing_h5md"), registry.source_class("h5md")
+    assert issubclass(growing, h5md) and h5md.supports_mpio and not growing.supports_mpio
+
+
 def test_what_a_format_declares_is_what_its_source_says(tmp_path):
     """The registry passes a file by the Sources whose declared first bytes it lacks, without importing them
     (each format's :class:`~trajscale.formats.FormatTraits`): each of its own Sources carries its format's

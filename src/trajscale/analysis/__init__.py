@@ -7,6 +7,7 @@ the registry workers rebuild analyses from, imports them all when first read.
 from __future__ import annotations
 
 from .._lazy import attach
+from ..registered import ANALYSES as _REGISTERED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,8 +23,9 @@ BUILTIN = {"rmsd": ("RMSD", ".rmsd"), "rmsf": ("RMSF", ".rmsf"), "rgyr": ("Radiu
             "distances": ("Distances", ".distances"), "com_distance": ("CentreOfMassDistance", ".comdist"),
             "ramachandran": ("Ramachandran", ".dihedrals"), "residue_contacts": ("ResidueContacts", ".contacts"),
             "per_frame": ("PerFrame", ".user"), "user_reduce": ("Reduce", ".user")}
-#: Analyses the engine makes, rebuilt on workers by name but no command of their own.
-_INTERNAL = {"group": ("AnalysisGroup", ".group"), "ensemble": ("EnsembleAnalysis", "..ensemble.analysis")}
+#: Analyses the engine makes, rebuilt on workers by name but no command of their own (those of packages above
+#: this one are registered by the package's root: :data:`trajscale._REGISTERED`).
+_INTERNAL = {"group": "AnalysisGroup"}
 _CLASSES = dict(BUILTIN.values())
 _OTHERS = {"AnalysisGroup": ".group", "AverageResult": ".average",
            "Analysis": ".base", "FrameRows": ".base", "Prepared": ".base",
@@ -69,7 +71,7 @@ def _plugins() -> dict:
     log = logging.getLogger(__name__)
     found = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in BUILTIN or ep.name in _INTERNAL:
+        if ep.name in BUILTIN or ep.name in _INTERNAL or ep.name in _REGISTERED:
             log.warning("entry point %s = %s: trajscale's own analysis %r is kept", ep.name, ep.value, ep.name)
             continue
         try:
@@ -82,10 +84,12 @@ def _plugins() -> dict:
 def analysis_class(name: str) -> type:
     """The analysis class registered as ``name``, importing only its module (KeyError if unknown)."""
     if name in _INTERNAL:
+        return __getattr__(_INTERNAL[name])
+    if name in _REGISTERED:
         import importlib
 
-        cls, module = _INTERNAL[name]
-        return getattr(importlib.import_module(module, __name__), cls)
+        module, _, cls = _REGISTERED[name].partition(":")
+        return getattr(importlib.import_module(module), cls)
     registry = globals().get("ANALYSES")
     if registry is not None:
         return registry[name]

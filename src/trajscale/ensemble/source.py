@@ -28,6 +28,7 @@ from ..errors import ConfigError, FrameRangeError, ServerUnreachable, TrajscaleE
 from ..facts import LayoutFacts
 from ..sources.base import Source
 from .opened import MAX_OPEN, close_member_sources, member_sources
+from .traits import ENSEMBLE
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,7 @@ class EnsembleSource(Source):
     atoms and seconds decoding (what sizes the blocks and weighs the run).  ``analysis``: the analyses'
     config, for the members a worker prepares (None: all prepared on the root)."""
 
-    kind = "ensemble"
-    description = "an ensemble's trajectories, one after another (made by trajscale.ensemble)"
-    replaced_each_round = True   # (a round's config lists its members: a worker keeps the latest round's only)
+    traits = ENSEMBLE
 
     def __init__(self, members: Sequence[MemberRead | dict], token: str, origin: str = "", max_open: int = MAX_OPEN,
                  reads_ahead: bool = False, frame_bytes: int = 0, n_atoms: int = 0, decode_s: float = 0.0,

@@ -14,6 +14,7 @@ import time
 from ..errors import InputFileError
 from ..sources.follow import Snapshot
 from .source import H5MDSource
+from .traits import GROWING_H5MD
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,7 @@ MID_FLUSH = (OSError, RuntimeError, KeyError, IndexError, ValueError, InputFileE
 class GrowingH5MDSource(H5MDSource):
     """An H5MD file another process is writing: a read meeting the writer mid-flush is tried again, reopened."""
 
-    kind = "growing_h5md"
-    supports_mpio = False
+    traits = GROWING_H5MD
     # The writer holds HDF5's lock; HDF5_USE_FILE_LOCKING is read at the process's first open, so every open says.
     file_locking = False
 

@@ -138,20 +138,7 @@ class H5MDSource(Source):
         addresses, never HDF5's B-tree, and opens the file from the metadata bytes without a request.
     """
 
-    kind = "h5md"
     traits = H5MD
-    formats = H5MD.formats
-    suffixes = H5MD.suffixes
-    description = "H5MD 1.1 (HDF5), read in chunk-aligned slabs"
-    supports_mpio = True
-    supports_parts = True
-    supports_following = True
-    snapshots = "trajscale.h5md.follow:hdf5_snapshot"
-    supports_slab_reads = True
-    takes_h5md_options = True
-    stores_atom_labels = True
-    reads_urls = True
-    reads_given_store = True
     #: HDF5's file lock on open: None keeps HDF5's default; False reads a file a writer holds open.
     file_locking: bool | None = None
 
@@ -197,8 +184,6 @@ class H5MDSource(Source):
     def guess_format(cls, path: str, store: ByteStore | None = None) -> str | None:
         """HDF5's signature (the H5MD layout itself is checked when the file is opened)."""
         return "H5MD" if file_head(path, len(HDF5_MAGIC), store) == HDF5_MAGIC else None
-
-    kept_on_node = True
 
     @classmethod
     def node_copy_config(cls, config: dict, copy_path: str) -> dict | None:

@@ -36,15 +36,7 @@ class MDAPartSource(OneFileSource):
         MDAnalysis's format name (default: the DCD header, else MDAnalysis's guess from the extension).
     """
 
-    kind = "mda_part"
     traits = MDA_PART
-    formats = MDA_PART.formats
-    suffixes = MDA_PART.suffixes
-    description = ("CHARMM/NAMD/LAMMPS DCD, and every other format MDAnalysis reads (by its extension), "
-                   "through MDAnalysis's reader for the file alone")
-    supports_parts = True
-    fills_rows = True
-    worker_modules = ("MDAnalysis",)
 
     @classmethod
     def decoding_of(cls, fmt: str) -> str:

@@ -10,6 +10,12 @@ from ..formats import FormatTraits
 MDA_PART = FormatTraits(
     kind="mda_part", source="trajscale.mdareaders.part:MDAPartSource", formats=("DCD",), suffixes={".dcd": "DCD"},
     begins=(b"T\x00\x00\x00CORD", b"\x00\x00\x00TCORD"), precedence=100,
-    frames_only={"DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF", "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber"})
+    frames_only={"DCD": "DCD", "NC": "NetCDF", "NCDF": "NetCDF", "TNG": "TNG", "MDCRD": "Amber", "TRJ": "Amber"},
+    description=("CHARMM/NAMD/LAMMPS DCD, and every other format MDAnalysis reads (by its extension), "
+                 "through MDAnalysis's reader for the file alone"),
+    supports_parts=True, fills_rows=True, worker_modules=("MDAnalysis",))
 
-__all__ = ["MDA_PART"]
+#: A Universe over files (made by a caller with a topology, never matched to a file).
+MDA = FormatTraits(kind="mda", source="trajscale.mdareaders.universe:MDASource", worker_modules=("MDAnalysis",))
+
+__all__ = ["MDA", "MDA_PART"]

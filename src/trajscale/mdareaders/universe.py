@@ -11,6 +11,7 @@ from ..block import FIELD_ATTRS, Block
 from ..facts import LayoutFacts
 from ..sources.base import Source
 from ..topology import load_universe
+from .traits import MDA
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ def copy_frames(reader, start: int, stop: int, stride: int, sel: np.ndarray | No
 class MDASource(Source):
     """Frames from any MDAnalysis-readable trajectory, each frame's selected atoms copied from the reused Timestep."""
 
-    kind = "mda"
-    worker_modules = ("MDAnalysis",)
+    traits = MDA
 
     @classmethod
     def decoding_of(cls, fmt: str) -> str:

@@ -185,17 +185,7 @@ class MDCATHSource(Source):
         For a URL: what the first process saw; the object is then opened without a request.
     """
 
-    kind = "mdcath"
     traits = MDCATH
-    formats = MDCATH.formats
-    suffixes = MDCATH.suffixes
-    description = ("mdCATH per-domain HDF5 (read-only): each temperature/replica a trajectory, "
-                   "file.h5#348/0; the topology from its pdbProteinAtoms")
-    supports_slab_reads = True
-    reads_urls = True
-    fills_rows = True
-    #: (its frames are read at their byte offsets by the chunk reader: imported once before the workers start)
-    worker_modules = ("trajscale.hdf5.chunks",)
 
     def __init__(self, path: str, member: str | None = None, storage_options: dict | None = None,
                  layout: dict | None = None, round_trip: float | None = None, identity: list | None = None) -> None:
@@ -235,9 +225,6 @@ class MDCATHSource(Source):
         self._path, self._reads, self.bytes_read, self._key = path, {}, 0, member
         self._prepares, self._store, self._owns_store, self._layout = False, store, False, layout
         return self
-
-    shares_file_store = True
-    kept_on_node = True
 
     @classmethod
     def shared_file(cls, store: ByteStore, path: str, described_here: bool) -> MembersOnStore:

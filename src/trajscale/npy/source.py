@@ -29,14 +29,7 @@ class NumpySource(Source):
         Atoms per frame, if known (checked against the array).
     """
 
-    kind = "npy"
     traits = NPY
-    formats = NPY.formats
-    suffixes = NPY.suffixes
-    description = "NumPy .npy coordinate stacks, (frames, atoms, 3) in Å, as numpy.save writes them"
-    supports_parts = True
-    fills_rows = True
-    supports_slab_reads = True
 
     def __init__(self, path: str, n_atoms: int | None = None) -> None:
         self._path = str(path)

@@ -7,6 +7,8 @@ from ..formats import FormatTraits
 
 #: A NumPy ``.npy`` array of positions.
 NPY = FormatTraits(kind="npy", source="trajscale.npy.source:NumpySource", formats=("NPY",),
-                   suffixes={".npy": "NPY"}, begins=(b"\x93NUMPY",), precedence=60)
+                   suffixes={".npy": "NPY"}, begins=(b"\x93NUMPY",), precedence=60,
+                   description="NumPy .npy coordinate stacks, (frames, atoms, 3) in Å, as numpy.save writes them",
+                   supports_parts=True, fills_rows=True, supports_slab_reads=True)
 
 __all__ = ["NPY"]

@@ -25,9 +25,18 @@ def _registry() -> dict[str, type[Source]]:
     return all_sources()
 
 
+def _of_kind(kind: str):
+    """The Source class of ``kind``, as the registry finds it (its module is its format's, above this package)."""
+    def load() -> type[Source]:
+        from .registry import source_class
+
+        return source_class(kind)
+    return load
+
+
 __getattr__, __dir__ = attach(__name__, {
-    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": "..h5md.source",
-    "MDASource": "..mdareaders.universe", "XDRSource": "..xdr.source", "MDAPartSource": "..mdareaders.part",
+    "SOURCES": _registry, "Source": ".base", "OpenRequest": ".base", "H5MDSource": _of_kind("h5md"),
+    "MDASource": _of_kind("mda"), "XDRSource": _of_kind("xdr"), "MDAPartSource": _of_kind("mda_part"),
     "SegmentedSource": ".segments", "index_path": ".segments",
 }, submodules=("base", "registry", "segments"))
 

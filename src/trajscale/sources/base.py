@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
-from types import MappingProxyType
 
 import numpy as np
 
@@ -76,6 +75,16 @@ class OpenRequest:
     store: object = None
 
 
+class Trait:
+    """A Source's declared trait, read from its kind's record (:attr:`Source.traits`), of the class or an instance."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner: type):
+        return getattr(owner.traits, self.name)
+
+
 class Source(ABC):
     """A trajectory that hands out :class:`~trajscale.block.Block` objects.
 
@@ -84,59 +93,35 @@ class Source(ABC):
     attributes declare the formats it reads and what it can do; :mod:`trajscale.sources.registry` asks
     :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`."""
 
-    kind: str = ""
-    #: The format's declared traits, whose ``formats`` and ``suffixes`` are this class's; None (and empty
-    #: ``formats``) for a Source made only by another Source or from a config.
-    traits: FormatTraits | None = None
-    #: Names of the formats this Source reads (upper case, MDAnalysis's names where it has one).
-    formats: tuple[str, ...] = ()
-    #: File name endings -> format, asked only when no Source recognises the file's bytes.
-    suffixes: Mapping[str, str] = MappingProxyType({})
-    #: One line for the formats table (docs and the error for an unknown format).
-    description: str = ""
-    #: True when the source can open its file with HDF5's MPI-IO driver.
-    supports_mpio: bool = False
-    #: True when a file of this format can be one part of a chain or a segment index.
-    supports_parts: bool = False
-    #: True when ``trajscale run --follow`` can read the file while it is being written.
-    supports_following: bool = False
-    #: A follower's snapshot of a file being written (:mod:`.follow`): ``"module:function"`` called as
-    #: ``(path, format, topology, group, assume_units) -> Snapshot``.
-    snapshots: str = ""
-    #: True when a file of this format only grows while written: a follower that sees it shrink knows it was replaced.
-    grows_by_appending: bool = False
-    #: True when the file lists other files (a segment index): a follower checks each part it has read.
-    lists_parts: bool = False
-    #: Seconds per atom to decode one frame, per format (XTC's, measured in docs/benchmarks.md); a format not
-    #: named is plain floats, costed by its bytes (:func:`.registry.decode_s_per_atom`).
-    decode_s_per_atom: Mapping[str, float] = MappingProxyType({})
-    #: Who decodes a frame's atoms beyond those selected, per format: ``prefix:WHO`` (up to the last selected
-    #: atom) or ``whole:WHO``; a format not named reads the selected atoms' bytes only (run summary's ``decoding``).
-    decoding: Mapping[str, str] = MappingProxyType({})
-    #: True when a range of frames is read in one call (slabs), not frame by frame.
-    supports_slab_reads: bool = False
-    #: True when the preparing process scans the frame offsets once and ships them (``OpenRequest.offsets``).
-    ships_offsets: bool = False
-    #: True when each round of a run hands the workers a config of its own (an ensemble's): a process keeps the
-    #: latest, letting go of (not closing) the ones before, whose files the next round shares.
-    replaced_each_round: bool = False
-    #: True when ``group`` and ``assume_units`` (H5MD's options) apply.
-    takes_h5md_options: bool = False
-    #: True when a file of this format may store its atoms' labels beside its frames (:meth:`stored_atom_labels`).
-    stores_atom_labels: bool = False
-    #: True when the Source reads a file behind a URL (``s3://``, ``http(s)://``) by range requests.
-    reads_urls: bool = False
-    #: True when :meth:`open` reads through the registry's store (``OpenRequest.store``); else the registry closes it.
-    reads_given_store: bool = False
-    #: Modules beyond trajscale's own a worker imports to read this format (started with the workers).
-    worker_modules: tuple[str, ...] = ()
-    #: True when :meth:`read_into` fills the caller's rows directly (no block of its own in between).
-    fills_rows: bool = False
+    #: The kind's declared traits (:class:`~trajscale.formats.FormatTraits`): every attribute below that reads
+    #: it is the record's, restated nowhere. A plug-in's Source may set them as class attributes instead.
+    traits: FormatTraits = FormatTraits(kind="", source="")
+    kind: str = Trait()
+    formats: tuple[str, ...] = Trait()
+    suffixes: Mapping[str, str] = Trait()
+    description: str = Trait()
+    supports_mpio: bool = Trait()
+    supports_parts: bool = Trait()
+    supports_following: bool = Trait()
+    snapshots: str = Trait()
+    grows_by_appending: bool = Trait()
+    lists_parts: bool = Trait()
+    decode_s_per_atom: Mapping[str, float] = Trait()
+    decoding: Mapping[str, str] = Trait()
+    supports_slab_reads: bool = Trait()
+    ships_offsets: bool = Trait()
+    replaced_each_round: bool = Trait()
+    takes_h5md_options: bool = Trait()
+    stores_atom_labels: bool = Trait()
+    reads_urls: bool = Trait()
+    reads_given_store: bool = Trait()
+    worker_modules: tuple[str, ...] = Trait()
+    fills_rows: bool = Trait()
+    shares_file_store: bool = Trait()
+    kept_on_node: bool = Trait()
     #: When True, a Block's per-atom arrays may live in a buffer the next ``read`` overwrites (worker-side
     #: sources: a fresh 100 MB array's page faults halve the read bandwidth; ``Analysis.map`` keeps no views).
     reuse_buffers: bool = False
-    #: True when one file holds several members read through one shared store (:meth:`shared_file`).
-    shares_file_store: bool = False
 
     @classmethod
     def shared_file(cls, store, path: str, described_here: bool):
@@ -152,9 +137,6 @@ class Source(ABC):
     def member_bytes(cls, config: dict) -> int:
         """The bytes of the member's positions, from its config alone (no I/O; 0: not said); ensembles weigh by them."""
         return 0
-
-    #: True when a file of this format behind a URL may be read from a node-local copy (:meth:`node_copy_config`).
-    kept_on_node: bool = False
 
     @classmethod
     def node_copy_config(cls, config: dict, copy_path: str) -> dict | None:

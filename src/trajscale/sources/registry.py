@@ -1,11 +1,11 @@
 """Which Source reads a file: one table of formats, each told by the file's own bytes.
 
 Every caller that opens a trajectory (``open_source``, a segment index's parts, ``run --follow``, ``convert``,
-``inspect``) asks this module, so a format is read by the same Source everywhere. A Source declares as class
-attributes the formats it reads, how to recognise them (:meth:`~.base.Source.guess_format`, from the first
-bytes) and what it can do with them; the registry never probes a Source (xarray's backend entrypoints and
-``guess_engine`` are the model). Each format's traits are one record (:class:`~trajscale.formats.FormatTraits`);
-this module reads those records, and nothing else names a format.
+``inspect``) asks this module, so a format is read by the same Source everywhere. Each kind of Source declares
+its traits in one record (:class:`~trajscale.formats.FormatTraits`: the formats it reads and what it can do with
+them), which its class reads; it recognises a file by :meth:`~.base.Source.guess_format`, from the first bytes.
+The registry never probes a Source (xarray's backend entrypoints and ``guess_engine`` are the model): it reads
+those records, and nothing else names a format.
 
 A file is matched in three passes: the bytes, asked in precedence order of every Source whose files may begin
 as this one does (a Source the file cannot be is not even imported); then the name ending
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, InputFileError
-from ..formats import FALLBACK, FormatTraits, own_traits, traits_of
+from ..formats import FALLBACK, FormatTraits, own_kinds, own_traits, traits_of
 from ..storage.bytestore import ByteStore, NoFile
 from ..storage.opener import open_bytes
 from ..util import check_input_file
@@ -41,14 +41,6 @@ ENTRY_POINT_GROUP = "trajscale.sources"
 
 #: Bytes of a file's head the registry reads to compare with the traits' ``begins``.
 HEAD_BYTES = 8
-
-#: Sources made by another Source or by the caller, reopened from their configs: kind -> ``module:Class``.
-OTHER_SOURCES = {
-    "mda": "..mdareaders.universe:MDASource",
-    "growing_h5md": "..h5md.follow:GrowingH5MDSource",
-    "ensemble": "..ensemble.source:EnsembleSource",
-}
-
 
 #: A request with no options: a file opened as its format's Source opens it by default.
 _NOTHING_ASKED = OpenRequest()
@@ -75,7 +67,7 @@ def fetched_modules(path: str) -> tuple[str, ...]:
 @functools.cache
 def _load(kind: str, target: str) -> type[Source]:
     module, _, name = target.partition(":")
-    cls = getattr(importlib.import_module(module, __package__), name)
+    cls = getattr(importlib.import_module(module), name)
     if not (isinstance(cls, type) and issubclass(cls, Source)) or cls.kind != kind:
         raise ConfigError(f"source {target!r} registered as {kind!r} is not a Source of that kind")
     return cls
@@ -88,7 +80,7 @@ def plugin_targets() -> dict[str, str]:
 
     found = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if traits_of(ep.name) is not None or ep.name in OTHER_SOURCES:
+        if traits_of(ep.name) is not None:
             log.warning("entry point %s = %s: trajscale's own source kind %r is kept", ep.name, ep.value, ep.name)
             continue
         found.setdefault(ep.name, ep.value)
@@ -98,9 +90,9 @@ def plugin_targets() -> dict[str, str]:
 def source_class(kind: str) -> type[Source]:
     """The Source class of ``kind`` (a config's ``"kind"``): trajscale's own, then the plugins'."""
     own = traits_of(kind)
-    target = own.source if own is not None else OTHER_SOURCES.get(kind) or plugin_targets().get(kind)
+    target = own.source if own is not None else plugin_targets().get(kind)
     if target is None:
-        known = [*(t.kind for t in own_traits()), *OTHER_SOURCES, *plugin_targets()]
+        known = [*own_kinds(), *plugin_targets()]
         raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(known)}")
     return _load(kind, target)
 
@@ -124,7 +116,7 @@ def format_sources() -> list[type[Source]]:
 
 def all_sources() -> dict[str, type[Source]]:
     """kind -> Source class of every Source (imports every source module and plugin)."""
-    kinds = [*(t.kind for t in own_traits()), *OTHER_SOURCES, *plugin_targets()]
+    kinds = [*own_kinds(), *plugin_targets()]
     return {kind: source_class(kind) for kind in kinds}
 
 
@@ -371,7 +363,7 @@ def formats_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "OTHER_SOURCES", "Match", "all_sources", "by_name", "capabilities", "check_options",
+__all__ = ["ENTRY_POINT_GROUP", "Match", "all_sources", "by_name", "capabilities", "check_options",
            "decode_s_per_atom", "decoding_of", "fallback_source", "fetched_modules", "for_format", "format_sources",
            "formats_table", "guess", "open_file", "open_part", "part_record", "plugin_targets", "recognised",
            "source_class", "supported"]

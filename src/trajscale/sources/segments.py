@@ -34,12 +34,12 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
-from ..formats import SEGMENTS
 from . import registry
 from .base import OpenRequest, Source, file_head
 from .locations import Location, beside, local_beside, locate
 from .locations import identity as identity_of
 from .opened import OpenSources
+from .traits import SEGMENTS
 
 log = logging.getLogger(__name__)
 
@@ -149,16 +149,7 @@ class SegmentedSource(Source):
         Particle group and stated units of H5MD segments (see :class:`~trajscale.sources.H5MDSource`).
     """
 
-    kind = "segments"
     traits = SEGMENTS
-    formats = SEGMENTS.formats
-    suffixes = SEGMENTS.suffixes
-    description = "a trajscale segment index (JSON, or its folder): parts in the formats marked for parts"
-    supports_following = True
-    snapshots = "trajscale.sources.follow:index_snapshot"
-    lists_parts = True
-    takes_h5md_options = True
-    reads_urls = True
 
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,

@@ -12,23 +12,40 @@ import os
 import warnings
 
 from ..errors import AtomCountMismatchError, InputFileError
-from ..formats import frames_only_format
-from ..util import HDF5_MAGIC, check_input_file, is_hdf5
+from ..formats import claiming, frames_only_format
+from ..util import check_input_file
 from . import parsed_cache
 
 log = logging.getLogger(__name__)
 
+#: Bytes of a file's head compared with the formats' declared first bytes.
+HEAD_BYTES = 8
 
-def trajectory_only_format(path: str) -> str | None:
-    """The format's name if ``path`` holds frames only (by extension as MDAnalysis reads it, or HDF5's magic)."""
+
+def _head(path) -> bytes | None:
+    """The first bytes of the file at ``path``; None where it cannot be read (check_input_file names the problem)."""
     try:
         with open(path, "rb") as fh:
-            if fh.read(8) == HDF5_MAGIC:
-                from .h5md import stores_topology  # h5py, only for an HDF5 file
-
-                return None if stores_topology(path) else "H5MD/HDF5"   # trajscale's files store their atoms
+            return fh.read(HEAD_BYTES)
     except OSError:
-        return None   # check_input_file names the problem
+        return None
+
+
+def _may_store_atoms(head: bytes, path) -> bool:
+    """Whether a file beginning with ``head`` is, by the formats' declared first bytes, one that may store its
+    atoms beside its frames (an H5MD file)."""
+    return any(t.stores_atom_labels for t in claiming(head, str(path)))
+
+
+def trajectory_only_format(path: str) -> str | None:
+    """The format's name if ``path`` holds frames only (by extension as MDAnalysis reads it, or its first bytes)."""
+    head = _head(path)
+    if head is None:
+        return None
+    if _may_store_atoms(head, path):
+        from .h5md import stores_topology  # h5py, only for such a file
+
+        return None if stores_topology(path) else "H5MD/HDF5"   # trajscale's files store their atoms
     root, ext = os.path.splitext(str(path))
     if ext.lower() in (".gz", ".bz2"):
         ext = os.path.splitext(root)[1]
@@ -43,7 +60,7 @@ def load_universe(topology: str, trajectories=(), parsed=None, topology_coordina
     files = [topology, *trajectories]
     for p in files:
         check_input_file(p)
-    if parsed is None and is_hdf5(topology):   # an H5MD file that stores its atoms (names, masses, residues)
+    if parsed is None and _may_store_atoms(_head(topology) or b"", topology):   # (names, masses, residues)
         from .h5md import h5md_universe
 
         u = h5md_universe(str(topology), trajectories, **kw)

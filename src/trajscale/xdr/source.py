@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 
@@ -75,22 +74,7 @@ class XDRSource(OneFileSource):
         process's ``round_trip`` (:meth:`~trajscale.storage.bytestore.ByteStore.state`).
     """
 
-    kind = "xdr"
     traits = XDR
-    formats = XDR.formats
-    suffixes = XDR.suffixes
-    description = "GROMACS XTC and TRR, read by the xdrfile library compiled into trajscale"
-    supports_parts = True
-    fills_rows = True
-    worker_modules = ("trajscale.xdr._xdr",)
-    supports_following = True
-    snapshots = "trajscale.xdr.follow:snapshot"
-    grows_by_appending = True
-    ships_offsets = True
-    reads_urls = True
-    reads_given_store = True
-    decode_s_per_atom = MappingProxyType({"XTC": 8.5e-8})   # compressed coordinates (docs/benchmarks.md)
-    decoding = MappingProxyType({"XTC": "prefix:trajscale's XTC decoder", "TRR": "whole:trajscale's TRR reader"})
 
     def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
                  format: str | None = None, strict: bool | None = None, store: ByteStore | None = None,
