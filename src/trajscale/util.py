@@ -99,7 +99,8 @@ def check_input_file(path: str | os.PathLike) -> None:
 
 
 def input_files(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
-    """The files behind ``inputs``: a folder stands for the files in it, a segment index for its parts too."""
+    """The files behind ``inputs``: a folder stands for the files in it (a segment index's parts are added by
+    its caller: :func:`trajscale.sources.segments.with_parts`)."""
     out = []
     for p in inputs:
         if p is None:
@@ -109,22 +110,7 @@ def input_files(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
         if os.path.isdir(p):
             with contextlib.suppress(OSError):
                 out.extend(e.path for e in os.scandir(p) if e.is_file())
-        if p.endswith(".json") or os.path.isdir(p):
-            out.extend(_segment_paths(os.path.join(p, "index.json") if os.path.isdir(p) else p))
     return out
-
-
-def _segment_paths(index: str) -> list[str]:
-    """The part files a segment index names (none for any other file)."""
-    import json
-
-    try:
-        with open(index) as fh:
-            segments = json.load(fh).get("segments") or []
-        root = os.path.dirname(os.path.abspath(index))
-        return [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
-    except (OSError, ValueError, AttributeError, TypeError):
-        return []
 
 
 def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = ()) -> None:

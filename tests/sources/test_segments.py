@@ -148,6 +148,22 @@ def test_missing_segment_named_when_read(tmp_path, adk_vacuum_h5md):
 
 
 @pytest.mark.cli
+def test_no_output_is_a_part_of_an_input_index(split_dir, adk_vacuum):
+    """An output is refused when it is a part a segment index names, the index given by its file or folder, even
+    with --overwrite; the parts are the index's own (parsed by the segments module, not guessed from names)."""
+    from trajscale.sources.segments import with_parts
+
+    index = split_dir / "index.json"
+    parts = sorted(str(p) for p in split_dir.glob("part_*.h5md"))
+    assert len(parts) == 4
+    assert sorted(with_parts([str(index)])[1:]) == sorted(with_parts([str(split_dir)])[1:]) == parts
+    assert with_parts([None, adk_vacuum[0]]) == [None, adk_vacuum[0]]   # (no index: nothing added)
+    for given in (index, split_dir):
+        proc = run_cli_here("run", "rgyr", adk_vacuum[0], str(given), "--select", "name CA", "--out", parts[2],
+                            "--overwrite")
+        assert proc.returncode != 0 and "is the input" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_cli_split_then_run(tmp_path, adk_vacuum, adk_vacuum_h5md):
     proc = run_cli_here("split", adk_vacuum_h5md, "-o", str(tmp_path / "s"), "--parts", "3")
     assert proc.returncode == 0, proc.stderr

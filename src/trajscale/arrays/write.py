@@ -120,6 +120,7 @@ def to_h5md(ds, path, spec: WriteSpec | None = None) -> Path:
     from ..errors import OutputError
     from ..h5md.codecs import check_lossy_options
     from ..h5md.writer import H5MDWriter
+    from ..sources.segments import with_parts
     from ..util import atomic_output, check_output_path, refuse_input_as_output
 
     spec = spec or WriteSpec()
@@ -127,7 +128,7 @@ def to_h5md(ds, path, spec: WriteSpec | None = None) -> Path:
     layout = spec.resolved_layout()
     spec.check(layout)
     check_lossy_options(spec.precision, spec.encoding, layout.compression, warn=False)
-    inputs = [ds.attrs["path"]] if ds.attrs.get("path") else []
+    inputs = with_parts([ds.attrs["path"]] if ds.attrs.get("path") else [])
     refuse_input_as_output(Path(path), inputs)
     if Path(path).exists() and not Path(path).is_dir() and not spec.overwrite:
         raise OutputError(path, "already exists (pass overwrite=True to replace it)")

@@ -70,13 +70,15 @@ def add_output(p, help: str) -> None:
 
 def check_outputs(*paths: str | None, inputs=(), overwrite: bool = False) -> None:
     """Check a command's outputs before any work starts, each failing with one line: an output that is one
-    of ``inputs`` (same device and inode) even with ``overwrite``, two outputs of one name, a missing
-    folder, an existing file without ``overwrite``."""
+    of ``inputs`` (same device and inode; a segment index's parts too) even with ``overwrite``, two outputs of
+    one name, a missing folder, an existing file without ``overwrite``."""
     import os
 
     from ..errors import OutputError
+    from ..sources.segments import with_parts
     from ..util import check_output_path
 
+    inputs = with_parts(inputs)
     seen: dict[str, str] = {}
     for p in paths:
         if not p:

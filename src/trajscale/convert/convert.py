@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import registry
 from ..sources.chain import JoinPlan, plan_join
+from ..sources.segments import with_parts
 from ..topology import atom_arrays, written_atoms
 from ..units import WRITE_UNITS, unit_system
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
@@ -68,7 +69,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     opts = with_options(options or ConvertOptions(), kwargs, "convert")
     read, write = opts.read, opts.write
     inputs = [topology, *trajectories]
-    _check_options(output, inputs, opts)
+    behind = with_parts(inputs)   # (no output is one of them, nor one of an index's parts)
+    _check_options(output, behind, opts)
     # The topology's own coordinates only for a selection that may need them (a TPR's cost ~0.4 s); a
     # topology file converted before: from the caches, MDAnalysis not imported
     atoms, sel_atoms, n_atoms = written_atoms(topology, read.select, topology_coordinates=bool(read.select))
@@ -81,9 +83,9 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
         write = write.chosen(job.n_frames, job.n_atoms, sum(s.decode_seconds_per_frame() for s in sources)
                              / len(sources), reads_ahead=any(s.reads_ahead for s in sources))
         opts = dataclasses.replace(opts, write=write)
-        _check_room(output, inputs, job, opts)
+        _check_room(output, behind, job, opts)
         key = ResumeKey.of("convert", _write_mode(job, write), inputs, _resume_options(job, opts))
-        partial = Partial(check_output_path(output, write.overwrite, inputs=inputs), key)
+        partial = Partial(check_output_path(output, write.overwrite, inputs=behind), key)
         if write.mpi:   # every rank planned the same join (the same few frames read)
             from .parallel import convert_parallel
 

@@ -43,6 +43,7 @@ from ..h5md.writer import early_allocation
 from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
+from ..sources.segments import with_parts
 from ..storage.opener import open_bytes
 from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
@@ -121,7 +122,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         opts = dataclasses.replace(opts, spec=dataclasses.replace(opts.spec, layout=layout))
     spec, write = opts.spec, opts.write
     src_path = str(input)
-    final = check_output_path(output, overwrite=write.overwrite, inputs=[input])   # never the input
+    final = check_output_path(output, overwrite=write.overwrite, inputs=with_parts([input]))   # never the input
     check_parallel_output(final, [input], write, record=partial_paths(final, "rechunk")[1],
                           segment_workers=("n_workers", "launcher"), command="rechunk")
     spec.check(warn=write.rank0)

@@ -59,6 +59,24 @@ def index_path(path: str | os.PathLike) -> str | None:
     return inside[0].where if inside else None
 
 
+def with_parts(inputs) -> list:
+    """``inputs`` and, after each segment index among them (or a folder that holds one), the parts it names: the
+    files no output may be. An input that is no readable index adds nothing."""
+    out = []
+    for p in inputs:
+        out.append(p)
+        if p is not None and (os.fspath(p).endswith(".json") or os.path.isdir(p)):
+            index = os.path.join(p, INDEX_NAME) if os.path.isdir(p) else os.fspath(p)
+            try:
+                with open(index) as fh:
+                    segments = json.load(fh).get("segments") or []
+                root = os.path.dirname(os.path.abspath(index))
+                out += [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
+            except (OSError, ValueError, AttributeError, TypeError):
+                pass
+    return out
+
+
 def load_index(path: str | os.PathLike) -> dict:
     """Read and check a segment index (a file, or an object behind a URL); one clear error naming it otherwise."""
     p = os.fspath(path)
