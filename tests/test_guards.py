@@ -4,9 +4,9 @@ The imports themselves are contracts in pyproject.toml, checked by ``lint-import
 These scans see what is not an import, in any spelling: an attribute read, ``getattr`` with its name, a string, a
 comparison of any form, a ``match`` case, a name bound to a constant of the module or imported from another.
 
-* ``where``: nothing above the bytes asks where they are: no read of a store's ``local_path`` or ``remote`` (nor
-  a location's ``local`` or ``store_class``) and no call of ``is_url``, ``is_local`` or ``scheme_of`` outside
-  ``storage/`` and ``hdf5/``.
+* ``where``: nothing above the bytes asks where they are: no read of a store's ``c_openable_path``,
+  ``local_path`` or ``remote`` (nor a location's ``local`` or ``store_class``) and no call of ``is_url``,
+  ``is_local`` or ``scheme_of`` outside ``storage/`` and ``hdf5/``.
 * ``upward``: no string that is a module path (``"trajscale.h5md.source"``, ``"..h5md.source:H5MDSource"``)
   names a package on a higher floor of the floors contract, or one beside it.
 * ``names``: an executor's, a format's or a URL scheme's name is compared only in its homes: ``==``, ``!=``,
@@ -38,15 +38,10 @@ PKG = ROOT / "src" / "trajscale"
 _LAYOUT = "a Layout's own flag: the file is written for reads over a network (a choice of chunks), not where bytes are"
 _POLICY = "a policy point: what a URL is refused or told (outputs are local files; --follow watches a local file)"
 _INSPECT = "inspect reports a URL's requests and what tells a replacement: the report is about where the bytes are"
-_CACHE = "a node-local copy is made of bytes that are not a local file already (until the store says it has one)"
-_MDCATH = "mdCATH reads ahead where each read is a request (until the store says what a read costs)"
 _LOCATIONS = "the location module above the bytes: it asks the Location, for the policy points"
 _SCHEME_TABLE = "the scheme table's own functions (util.py, at the bottom, so every layer tells a URL alike)"
 _EXECUTOR_CLASSES = "the executor registry names each executor's class, imported when the executor is asked for"
 _CONVERT_RUNNERS = "the executor registry names each executor's convert runner, imported when a convert runs on it"
-_FORMAT_TRAITS = "the format table names each format's traits module, imported when files are matched"
-_SOURCE_EXPORTS = "sources exports the format Sources by name, imported on first use (a format registers upward)"
-_OTHER_SOURCES = "Sources made by kind, not matched from a file's bytes, named in the registry"
 _CLI_COMMAND = "the command line a subprocess runs (python -m), not an import"
 
 #: rule -> {"path: the line as written": why it may}. A line fixed leaves the list.
@@ -54,10 +49,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "where": {
         "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not is_local(args.file):": _INSPECT,
         "cli/inspect.py: if not is_local(args.file):": _INSPECT,
-        "cli/inspect.py: if store.local_path is not None:   # a local file: its costs as if it were behind a URL":
-            _INSPECT,
-        "cli/inspect.py: return file_remote_costs(store.local_path, args.h5md_group, args.assume_units, atoms, "
-        "**reader)": _INSPECT,
         "cli/options.py: if isinstance(value, str) and not is_local(value):": _POLICY,
         "cli/options.py: if is_local(args.output):": "an interrupted output is looked for only in a local folder",
         "run.py: remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing "
@@ -71,33 +62,14 @@ ALLOWED: dict[str, dict[str, str]] = {
         "h5md/layout.py: return {\"meta_block_size\": METADATA_BLOCK_BYTES} if self.remote else {}": _LAYOUT,
         "h5md/layout.py: return f\"chunks={self.chunks} compression={comp}\" + (\" layout=remote\" if self.remote "
         "else \"\")": _LAYOUT,
-        "h5md/inspect.py: if store.local_path is None:": "HDF5 opens a local file by its path, an object through "
-                                                         "the store (until hdf5/ opens both)",
-        "mdcath/kept.py: if store.remote or not caches_enabled():": _CACHE,
-        "mdcath/source.py: if not store.remote and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:": _MDCATH,
-        "mdcath/source.py: if not checked and not store.remote:": _MDCATH,
-        "mdcath/source.py: if not self._store.remote:   # (where each read is a request: one more)": _MDCATH,
-        "mdcath/source.py: return self._store.remote": _MDCATH,
-        "ml/cache.py: if original.local_path is None:": _CACHE,
-        "ml/cache.py: return CachedStore(original.local_path, False, None)": _CACHE,
-        "ml/cache.py: if name not in _warned and original.local_path is not None:": _CACHE,
-        "ml/cache.py: if original.local_path is not None and (in_place or not cache_dir):": _CACHE,
-        "ml/cache.py: return CachedStore(original.local_path, False)": _CACHE,
-        "ml/cache.py: same_head = original.local_path is None or _as_store_error(original.first_bytes, 4096) == "
-        "b.read(4096)": _CACHE,
         "sources/locations.py: return Location.of(location).local": _LOCATIONS,
         "sources/locations.py: return str(where.beside(name)) if where.local and not os.path.isabs(name) else name":
             _LOCATIONS,
-        "sources/registry.py: if store is not None and store.local_path is None:   # fetched bytes: told by their "
-        "first bytes and name": "fetched bytes are matched by their first bytes and name, a file by its own reader",
         "util.py: return scheme_of(path) is not None": _SCHEME_TABLE,
         "util.py: if is_url(path):": _SCHEME_TABLE,
         "util.py: if is_url(os.fspath(path)):": _SCHEME_TABLE,
     },
     "upward": {
-        "analysis/__init__.py: _INTERNAL = {\"group\": (\"AnalysisGroup\", \".group\"), \"ensemble\": "
-        "(\"EnsembleAnalysis\", \"..ensemble.analysis\")}": "workers rebuild the engine's analyses by name, the "
-                                                             "ensemble's too",
         "executor_registry.py: ExecutorTraits(\"auto\", \"trajscale.executors:choose_executor\",": _EXECUTOR_CLASSES,
         "executor_registry.py: ExecutorTraits(\"serial\", \"trajscale.executors.serial:SerialExecutor\", \"every task "
         "in this process\",": _EXECUTOR_CLASSES,
@@ -115,25 +87,11 @@ ALLOWED: dict[str, dict[str, str]] = {
         "executor_registry.py: convert_runner=\"trajscale.convert.pool:run_dask\",": _CONVERT_RUNNERS,
         "executor_registry.py: worker_imports=f\"from mpi4py import MPI; {_BASE}\", convert_runner=\"trajscale.convert"
         ".pool:run_mpi\",": _CONVERT_RUNNERS,
-        "formats.py: kind=\"segments\", source=\"trajscale.sources.segments:SegmentedSource\", "
-        "formats=(\"SEGMENTS\",),": "the segments' Source is the framework's own, declared beside the format table",
-        "formats.py: \"trajscale.mdcath.traits:MDCATH\",": _FORMAT_TRAITS,
-        "formats.py: \"trajscale.h5md.traits:H5MD\",": _FORMAT_TRAITS,
-        "formats.py: \"trajscale.xdr.traits:XDR\",": _FORMAT_TRAITS,
-        "formats.py: \"trajscale.npy.traits:NPY\",": _FORMAT_TRAITS,
-        "formats.py: \"trajscale.mdareaders.traits:MDA_PART\",": _FORMAT_TRAITS,
         "pools.py: storage = sys.modules.get(\"trajscale.storage\")": "asks whether this process has made requests, "
                                                                       "without importing the URL clients",
         "report/calibrate.py: cmd = [sys.executable, \"-m\", \"trajscale.cli.main\", *args, \"--executor\", "
         "executor]": _CLI_COMMAND,
         "whole_runs.py: return [found] if found else [sys.executable, \"-m\", \"trajscale.cli.main\"]": _CLI_COMMAND,
-        "sources/__init__.py: \"SOURCES\": _registry, \"Source\": \".base\", \"OpenRequest\": \".base\", "
-        "\"H5MDSource\": \"..h5md.source\",": _SOURCE_EXPORTS,
-        "sources/__init__.py: \"MDASource\": \"..mdareaders.universe\", \"XDRSource\": \"..xdr.source\", "
-        "\"MDAPartSource\": \"..mdareaders.part\",": _SOURCE_EXPORTS,
-        "sources/registry.py: \"mda\": \"..mdareaders.universe:MDASource\",": _OTHER_SOURCES,
-        "sources/registry.py: \"growing_h5md\": \"..h5md.follow:GrowingH5MDSource\",": _OTHER_SOURCES,
-        "sources/registry.py: \"ensemble\": \"..ensemble.source:EnsembleSource\",": _OTHER_SOURCES,
     },
     "names": {
         "analysis/results.py: elif ext == \".npy\":": "a results file written as NumPy's .npy, not a trajectory",
@@ -153,7 +111,7 @@ SCHEME_HOMES = ("storage/", "util.py")   # (util.py: the scheme table, at the bo
 EVERY_FORMATS_HOMES = ("formats.py", "sources/registry.py")
 
 #: What tells where bytes are: a store's or a location's attributes, and the functions that ask.
-WHERE_ATTRS = frozenset({"local_path", "remote", "local", "store_class"})
+WHERE_ATTRS = frozenset({"c_openable_path", "local_path", "remote", "local", "store_class"})
 WHERE_FUNCS = frozenset({"is_url", "is_local", "scheme_of"})
 #: What starts worker processes; the second set only as a name of these modules.
 STARTERS = frozenset({"get_context", "set_start_method", "ProcessPoolExecutor", "LocalCluster", "SLURMCluster",
@@ -491,7 +449,8 @@ def _planted(tmp_path: Path, files: dict[str, str]) -> list[Hit]:
 PLANTED = [
     # where bytes are: an attribute, by getattr, through a constant, attrgetter, a function renamed or not called
     ("where", "engine.py", "if store.local_path is None:\n    pass", {}),
-    ("where", "ml/cache.py", "held = self._store.remote", {}),
+    ("where", "ml/dataset.py", "held = self._store.remote", {}),
+    ("where", "mdcath/source.py", "if self._store.c_openable_path is None:\n    pass", {}),
     ("where", "ensemble/catalog.py", "path = getattr(store, 'local_path', None)", {}),
     ("where", "engine.py", "ATTR = 'remote'\nfar = getattr(store, ATTR)", {}),
     ("where", "mdcath/kept.py", "from operator import attrgetter\nfar = attrgetter(\"remote\")(store)", {}),
@@ -548,11 +507,11 @@ def test_each_rule_has_five_planted_spellings():
 
 
 def test_an_allowed_line_is_allowed_in_its_file_only(tmp_path):
-    line = "if original.local_path is None:"
-    assert f"ml/cache.py: {line}" in ALLOWED["where"]
-    hits = _planted(tmp_path, {"ml/cache.py": f"{line}\n    pass", "ml/dataset.py": f"{line}\n    pass"})
-    assert [h.key for h in hits] == [f"ml/cache.py: {line}", f"ml/dataset.py: {line}"]
-    assert [h.key for h in not_allowed(hits)] == [f"ml/dataset.py: {line}"]
+    line = "if is_local(args.output):"
+    assert f"cli/options.py: {line}" in ALLOWED["where"]
+    hits = _planted(tmp_path, {"cli/options.py": f"{line}\n    pass", "cli/run.py": f"{line}\n    pass"})
+    assert [h.key for h in hits] == [f"cli/options.py: {line}", f"cli/run.py: {line}"]
+    assert [h.key for h in not_allowed(hits)] == [f"cli/run.py: {line}"]
 
 
 def test_the_rules_pass_their_homes_and_lookalikes(tmp_path):

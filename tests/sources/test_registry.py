@@ -126,6 +126,32 @@ def test_every_kind_is_one_record_its_source_restates_nothing():
     assert issubclass(growing, h5md) and h5md.supports_mpio and not growing.supports_mpio
 
 
+def test_the_root_registers_every_record_in_the_package():
+    """Every FormatTraits a ``traits.py`` declares is registered by the package's root (no layer below names a
+    format: registration points down), each kind once, files matched only to the formats (a kind made by
+    another Source is never asked about a file), and the engine's own analyses are found by name."""
+    import importlib
+    from pathlib import Path
+
+    import trajscale
+    from trajscale import registered
+    from trajscale.formats import FormatTraits, own_kinds, own_traits, traits_of
+
+    declared, pkg = {}, Path(trajscale.__file__).parent
+    for path in sorted(pkg.rglob("traits.py")):
+        module = importlib.import_module("trajscale." + ".".join(path.relative_to(pkg).with_suffix("").parts))
+        declared.update({f"{module.__name__}:{n}": v for n, v in vars(module).items() if isinstance(v, FormatTraits)})
+    assert set(declared) == set(registered.FORMATS) | set(registered.KINDS)
+    assert not set(registered.FORMATS) & set(registered.KINDS)
+    assert sorted(own_kinds()) == sorted({t.kind for t in declared.values()})
+    assert {t.kind for t in own_traits()} == {declared[t].kind for t in registered.FORMATS}
+    assert all(traits_of(t.kind) is t for t in declared.values())
+    from trajscale.analysis import analysis_class
+
+    assert [analysis_class(n).__module__ for n in registered.ANALYSES] == \
+        [t.partition(":")[0] for t in registered.ANALYSES.values()]
+
+
 def test_what_a_format_declares_is_what_its_source_says(tmp_path):
     """The registry passes a file by the Sources whose declared first bytes it lacks, without importing them
     (each format's :class:`~trajscale.formats.FormatTraits`): each of its own Sources carries its format's
