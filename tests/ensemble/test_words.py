@@ -38,3 +38,32 @@ def test_two_glob_runs_in_one_folder_keep_their_results_apart(replicas, tmp_path
         assert got.returncode == 0, got.stderr
         assert f"results of each trajectory: {out[:-4]}-results" in got.stdout
     assert sorted(p.name for p in tmp_path.glob("*-results")) == ["rgyr-results", "rmsd-results"]
+
+
+def test_an_mdcath_file_is_told_by_its_layout_whatever_its_name(tmp_path):
+    """The same mdCATH-shaped file named ``mdcath_dataset_*.h5`` and named otherwise gives the same members, as
+    one file and in a glob (beside an H5MD file, which stays one member), on a run and on the dataset."""
+    import MDAnalysis as mda
+    import numpy as np
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.convert.convert import convert
+    from trajscale.ml.ensemble import EnsembleDataset
+    from trajscale.testing.mdcath import from_universe
+
+    named = from_universe(tmp_path / "mdcath_dataset_1aaaA00.h5", mda.Universe(PSF, DCD), domain="1aaaA00",
+                          select="resid 1-20", n_frames=5)
+    other = tmp_path / "glob" / "protein.h5"
+    other.parent.mkdir()
+    shutil.copy(named, other)
+    convert(PSF, [DCD], str(tmp_path / "glob" / "adk.h5"), stop=4)
+    want = [n.split("/", 1)[1] for n in ts.Ensemble.of(named).names]
+    assert [n.split("/", 1)[1] for n in ts.Ensemble.of(str(other)).names] == want == ["320/0", "348/0", "348/1"]
+    ens = ts.Ensemble.from_glob(str(tmp_path / "glob" / "*.h5"))
+    assert ens.names == ("adk", "protein/320/0", "protein/348/0", "protein/348/1")
+    r = ts.run(ts.RMSD(select="name CA"), ens)
+    mine = ts.run(ts.RMSD(select="name CA"), named)
+    assert [x.member.name for x in r.refused] == ["adk"] and not mine.refused   # (the H5MD stores no atom names)
+    for key in want:
+        np.testing.assert_array_equal(r[f"protein/{key}"].rmsd, mine[f"1aaaA00/{key}"].rmsd)
+    assert EnsembleDataset(str(tmp_path / "glob" / "*.h5")).names == ens.names

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError, InputFileError
+from ..errors import ConfigError, InputFileError, TrajscaleError
 from ..formats import expanders, load
 from ..storage.location import Location, glob_regex, has_glob
 from .columns import MemberColumns
@@ -209,7 +209,8 @@ class Ensemble:
         text = os.fspath(value)
         if has_glob(text) and not os.path.exists(text):
             return cls.from_glob(text, topology=topology, labels=labels, storage_options=storage_options)
-        if topology is None and not any(t.holds_members(text) for t in expanders().values()):
+        if topology is None and not any(t.holds_members(text) for t in expanders().values()) \
+                and _told_held(Member("", (text,), None)) is None:
             return cls.from_catalog(text, storage_options=storage_options)   # (its error says what a catalog is)
         return cls.from_files([text], topology=topology, labels=labels, origin=text, storage_options=storage_options)
 
@@ -573,6 +574,8 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
                               f"those are {', '.join(holding) or 'none'}")
     elif member.topology is None and len(member.trajectory) == 1:
         expander = next((t for t in holding.values() if t.holds_members(member.trajectory[0])), None)
+        if expander is None:   # (a file named otherwise: told by its own bytes)
+            return _told_held(member)
     else:
         expander = None
     if expander is None:
@@ -580,6 +583,20 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
     if not member.name:
         member = dataclasses.replace(member, name=_stem(member.trajectory[0]))
     return load(expander.members)(member.trajectory[0], member)
+
+
+def _told_held(member: Member) -> list[Member] | None:
+    """The members ``member``'s one file holds as an expander tells it from its bytes, whatever its name; None
+    for a file of one trajectory, or one that cannot be read (refused as a member, with its reason)."""
+    location = member.trajectory[0]
+    suffix = os.path.splitext(location.split("?")[0])[1].lower()
+    if not any(suffix not in t.not_named for t in expanders().values()):
+        return None
+    named = member if member.name else dataclasses.replace(member, name=_stem(location))
+    try:
+        return members_held(location, named)
+    except (TrajscaleError, OSError):
+        return None
 
 
 def members_held(location: str, base: Member) -> list[Member] | None:
