@@ -118,8 +118,9 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
     import urllib.error
     import urllib.request
 
-    from .inflight import count
-    from .objects import RETRY_SECONDS, TIMEOUT
+    from ..util import raise_if_stopped
+    from .inflight import WAIT_SLICE, count
+    from .server import RETRY_SECONDS, TIMEOUT
 
     retry_seconds = float(options.get("retry_seconds", RETRY_SECONDS))
     timeout = float(options.get("timeout", TIMEOUT))
@@ -152,7 +153,10 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
             said = f"answered {status}" if status else f"did not answer ({body})"
             raise RemoteError(url, f"the Hub {endpoint(options)} {said} for {retry_seconds:g} s ({tries} tries)")
         log.debug("%s: the Hub answered %s; again in %.1f s", url, status or body, wait)
-        time.sleep(wait)
+        end = time.monotonic() + wait
+        while time.monotonic() < end:   # (a stop signal ends the wait)
+            raise_if_stopped()
+            time.sleep(min(WAIT_SLICE, max(0.0, end - time.monotonic())))
 
 
 def _retry_after(value: str | None) -> float:
