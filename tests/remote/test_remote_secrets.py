@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 
+import h5py
 import pytest
 
 from tests.conftest import run_cli, run_cli_here
@@ -23,11 +24,16 @@ OPTION_SECRET = f"{SECRET}-option"
 
 @pytest.fixture
 def private(nginx, s3_server, adk_stores, tmp_path):
-    """(the http folder's URL with its password, the S3 options with a secret, the catalogs' folder): AdK's XTC
-    and a damaged file behind nginx's basic authentication; AdK's H5MD and a damaged object on S3."""
+    """(the http folder's URL with its password, the S3 options with a secret, the catalogs' folder, the S3
+    URLs): AdK's XTC, its H5MD with a row past its last frame (every open warns of it, in the workers too) and a
+    damaged file behind nginx's basic authentication; AdK's H5MD and a damaged object on S3."""
     folder = nginx.root / "private" / tmp_path.name
     folder.mkdir(parents=True)
     shutil.copy(XTC, folder / "adk.xtc")
+    shutil.copy(adk_stores["plain"][0], folder / "extra.h5md")
+    with h5py.File(folder / "extra.h5md", "a") as f:
+        value = f["particles/all/position/value"]
+        value.resize(value.shape[0] + 1, axis=0)
     (folder / "damaged.xtc").write_bytes(b"not a trajectory\n" * 64)
     client = s3_server.client()
     client.put_object(Bucket=BUCKET, Key=f"{tmp_path.name}/damaged.h5md", Body=b"not HDF5\n" * 64)
@@ -37,7 +43,7 @@ def private(nginx, s3_server, adk_stores, tmp_path):
     given = tmp_path / "given"   # the user's own files, which name the URLs: not what a run wrote
     given.mkdir()
     (given / "http.csv").write_text("name,topology,trajectory\n" + "".join(
-        f"{n},{TPR},{base}/{n}.xtc\n" for n in ("adk", "damaged", "missing")))
+        f"{n},{TPR},{base}/{n}\n" for n in ("adk.xtc", "extra.h5md", "damaged.xtc", "missing.xtc")))
     s3 = {"adk": adk_stores["plain"][1], "damaged": f"s3://{BUCKET}/{tmp_path.name}/damaged.h5md",
           "missing": f"s3://{BUCKET}/{tmp_path.name}/missing.h5md"}
     (given / "s3.csv").write_text("name,topology,trajectory\n" + "".join(f"{n},{TPR},{u}\n" for n, u in s3.items()))
@@ -67,8 +73,9 @@ def test_a_password_and_a_secret_option_appear_nowhere_a_run_wrote(private, s3_s
     cli("run", "rmsd", TPR, s3["adk"], *select, *options, "--out", "one-s3.csv", "--report", "one-s3.json")
     failed = cli("run", "rmsd", TPR, f"{base}/missing.xtc", *select, code=2)
     ens = ["--executor", "processes", "-n", "2"]
-    http = cli("run", "rmsd", "--ensemble", str(given / "http.csv"), *select, *ens, "--out", "http.csv",
-               "--results", "http-results", "--report", "http.json", code=8)
+    # (spawned workers: they print by Python's last resort, not the command line's logging)
+    http = cli("run", "rmsd", "--ensemble", str(given / "http.csv"), *select, *ens, "--start-method", "spawn",
+               "--out", "http.csv", "--results", "http-results", "--report", "http.json", code=8)
     cli("run", "rmsd", "--ensemble", str(given / "s3.csv"), *select, *ens, *options, "--out", "s3.csv",
         "--results", "s3-results", "--report", "s3.json", code=8)
     again = cli("run", "rmsd", "--ensemble", str(given / "s3.csv"), *select, *options, "--out", "s3-again.csv",
@@ -89,7 +96,8 @@ def test_a_password_and_a_secret_option_appear_nowhere_a_run_wrote(private, s3_s
     assert failed.stderr.startswith(f"trajscale run: error: {shown}") and "missing.xtc" in failed.stderr
     refused = (work / "http-results" / "refused.csv").read_text()
     assert refused.count(shown) == 4 and "damaged" in refused and "missing" in refused   # trajectory and reason
-    assert f"first: damaged: {shown}" in http.stderr and shown in one.stderr   # (-vv: the reads' log lines)
+    assert f"first: damaged.xtc: {shown}" in http.stderr and shown in one.stderr   # (-vv: the reads' log lines)
+    assert f"\n{shown}" in http.stderr and "after the last complete frame" in http.stderr   # a worker's warning
     assert "nothing left to run" in again.stdout
     assert (work / "s3.csv").read_bytes() == (work / "s3-again.csv").read_bytes()
 
@@ -106,3 +114,15 @@ def test_a_password_in_a_url_is_what_reads_a_private_object(private, s3_server, 
     proc = run_cli_here("inspect", f"{base}/adk.xtc", "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0 and '"n_frames": 10' in proc.stdout, proc.stderr
     assert f'"path": "{base.replace(SECRET, "***")}/adk.xtc"' in proc.stdout
+
+
+def test_a_node_local_copy_of_a_private_object_keeps_no_password(private, tmp_path):
+    from trajscale.ml.cache import NodeCache
+
+    base = private[0]
+    entry = NodeCache(tmp_path / "node").open(f"{base}/adk.xtc")
+    with open(entry.path, "rb") as fh, open(XTC, "rb") as original:
+        assert fh.read() == original.read()   # the password read it
+    entry.close()
+    kept = [p for p in (tmp_path / "node").rglob("*") if p.is_file()]
+    assert len(kept) >= 2 and not any(SECRET.encode() in p.read_bytes() for p in kept), kept

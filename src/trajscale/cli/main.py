@@ -156,13 +156,9 @@ class _Formatter(logging.Formatter):
     """``trajscale: message`` for trajscale's lines, ``LOGGER: message`` for a library's (-vv)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        # (imported here: a command that logs nothing never imports it)
-        from ..storage import redacted
-
         msg = record.getMessage()
         if record.exc_info:
-            msg += "\n" + self.formatException(record.exc_info)
-        msg = redacted(msg)   # a URL's password, wherever a line (a library's too) names it
+            msg += "\n" + (record.exc_text or self.formatException(record.exc_info))
         name = "trajscale" if record.name.split(".")[0] in ("trajscale", "root", "__main__") else record.name
         return f"{name}: {msg}"
 
@@ -171,8 +167,11 @@ def configure_output(quiet: bool = False, verbose: int = 0) -> None:
     """Logging and warnings for this process and the workers it starts: by default trajscale's INFO lines and
     the libraries' warnings; ``quiet``: errors only (no warnings, in workers too through PYTHONWARNINGS);
     ``verbose`` 1: trajscale's DEBUG lines; 2: every library's too."""
+    from ..storage import hide_in_logs
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
+    hide_in_logs(handler)   # a URL's password, wherever a line (a library's too) names it
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

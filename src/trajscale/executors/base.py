@@ -23,7 +23,7 @@ from ..executor_registry import EXECUTORS, ExecutorTraits
 from ..parallel import check_not_launched
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
-from ..storage import redacted
+from ..storage import hide_in_logs, redacted
 from ..timeline import cpu_facts, mark_ready, process_start
 from ..util import file_identity, raise_if_stopped, slow_phase_for_tests, stop_requested
 
@@ -287,6 +287,7 @@ def run_task(job: Job, task: int, frames: FrameRange, worker: str, comm=None,
     """
     host, pid = host_and_pid()
     t_start = mark_ready()   # a no-op after the worker's warm-up or first task: its start-up
+    hide_in_logs(logging.lastResort)   # (what a worker with no logging of its own prints: a spawned one, Dask's)
     t_begin = time.time()
     try:
         analysis = _analysis(job.analysis)

@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputFileError, ServerUnreachable
-from ..storage import cache
+from ..storage import cache, redacted
 from ..storage.bytestore import ByteStore
 from ..storage.fileobj import CachingFile
 from ..storage.objects import RemoteObject
@@ -51,7 +51,7 @@ def cached_metadata(obj: RemoteObject) -> list | None:
     try:
         got = json.loads(raw)
         pieces = got["pieces"]
-        ok = (got.get("url") == obj.url and got.get("identity") == obj.object_identity.to_list()
+        ok = (got.get("url") == redacted(obj.url) and got.get("identity") == obj.object_identity.to_list()
               and isinstance(pieces, list) and got.get("sha256") == _digest(pieces)
               and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], str)
                       and 0 <= p[0] and p[0] + len(base64.b64decode(p[1], validate=True)) <= obj.size
@@ -70,7 +70,8 @@ def cache_metadata(obj: RemoteObject, pieces: list) -> None:
     path = _metadata_entry(obj)
     if path is None or not pieces:
         return
-    text = json.dumps({"url": obj.url, "identity": obj.object_identity.to_list(), "sha256": _digest(pieces),
+    # (the URL as shown, without its password: the entry's name is a digest of the whole URL)
+    text = json.dumps({"url": redacted(obj.url), "identity": obj.object_identity.to_list(), "sha256": _digest(pieces),
                        "pieces": pieces})
     cache.write(path, lambda fh: fh.write(text.encode()), f"{obj.url}: HDF5 metadata")
 

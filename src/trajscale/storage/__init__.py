@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -121,6 +122,19 @@ def redacted(value):
     return value
 
 
+def hide_in_logs(handler: logging.Handler | None) -> None:
+    """Have ``handler`` print every record as :func:`redacted` shows text: a URL's password reaches no log line."""
+    if handler is not None and _redacted_record not in handler.filters:
+        handler.addFilter(_redacted_record)
+
+
+def _redacted_record(record: logging.LogRecord) -> bool:
+    record.msg, record.args = redacted(record.getMessage()), None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = redacted(logging.Formatter().formatException(record.exc_info))
+    return True
+
+
 def endpoint_of(url: str, options: Mapping | None = None) -> str:
     """Where the object is asked for (for messages): the endpoint for ``s3://``, the host for http."""
     if not url.startswith("s3://"):
@@ -175,6 +189,7 @@ def resolve(base: str, relative: str) -> str:
     return f"{root}/{'/'.join(parts)}"
 
 
-__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "forget_servers", "is_url",
+__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "forget_servers",
+           "hide_in_logs", "is_url",
            "parse_option", "parse_options",
            "redacted", "resolve", "set_options", "shown", "using"]

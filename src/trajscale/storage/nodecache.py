@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError, StoreError
+from . import redacted
 from .bytestore import ByteStore
 from .location import Location
 
@@ -156,7 +157,7 @@ class NodeCache:
                 os.fsync(dst.fileno())
             if os.path.getsize(tmp) != size:
                 raise StoreError(name, f"changed while it was copied to {self.directory}")
-            _meta_name(entry).write_text(json.dumps({"source": name, "size": size, "version": version}))
+            _meta_name(entry).write_text(json.dumps({"source": redacted(name), "size": size, "version": version}))
             os.replace(tmp, entry)
         except BaseException:
             tmp.unlink(missing_ok=True)
