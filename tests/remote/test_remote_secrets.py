@@ -117,7 +117,7 @@ def test_a_password_in_a_url_is_what_reads_a_private_object(private, s3_server, 
 
 
 def test_a_node_local_copy_of_a_private_object_keeps_no_password(private, tmp_path):
-    from trajscale.ml.cache import NodeCache
+    from trajscale.storage.nodecache import NodeCache
 
     base = private[0]
     entry = NodeCache(tmp_path / "node").open(f"{base}/adk.xtc")
