@@ -159,9 +159,11 @@ def test_the_command_says_the_count(mdcath_glob, xtc_glob, tmp_path):
     assert got.returncode == 8, got.stderr
     assert counts_said(got.stdout) == (2, 5, len(listed_by_h5py(mdcath_glob)))
     got = run_cli_here("run", "rmsd", "--ensemble", xtc_glob, "--topology", D.PSF, "--select", "name CA",
-                       "--executor", "serial", "--results", str(tmp_path / "b"), cwd=tmp_path)
+                       "--executor", "serial", "--results", str(tmp_path / "b"), "--report", "b.json", cwd=tmp_path)
     assert got.returncode == 8, got.stderr
     assert counts_said(got.stdout) == (2, 3, 5)
+    report = run_cli_here("report", "b.json", cwd=tmp_path)   # the report says the count too
+    assert report.returncode == 0 and counts_said(report.stdout) == (2, 3, 5), report.stderr
 
 
 def test_a_member_refused_by_one_analysis_of_several_is_counted_once(replicas):

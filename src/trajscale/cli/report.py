@@ -99,6 +99,16 @@ def load_report(path: str):
         raise InputFileError(path, f"cannot read ({exc.strerror or exc})") from None
 
 
+def _counted(path: str) -> str:
+    """An ensemble run's count of its trajectories, as its summary said it (a line), or ''."""
+    from ..ensemble.summary import count_line
+
+    try:
+        return "\n" + count_line(json.loads(Path(path).read_text())["ensemble"])
+    except (OSError, ValueError, KeyError, TypeError):   # (a run of one trajectory: no count)
+        return ""
+
+
 def main(args) -> int:
     from ..errors import InputFileError
     from ..report.advice import diagnose
@@ -138,7 +148,7 @@ def main(args) -> int:
         blocks = []
         for p, r, d in zip(args.reports, reports, diags, strict=False):
             head = f"== {p} ==\n" if multi else ""
-            blocks.append(head + format_table(r, d))
+            blocks.append(head + format_table(r, d) + _counted(p))
         if multi:
             blocks.append(format_scaling(reports, baseline))
         if predicted is not None:

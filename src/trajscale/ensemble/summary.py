@@ -147,15 +147,20 @@ class EnsembleFacts:
 
     def lines(self) -> list[str]:
         """The summary's lines about the trajectories."""
-        out = [f"trajectories: {self.n_finished} analysed"
-               + (f", {self.n_skipped} saved before (skipped)" if self.n_skipped else "")
-               + (f", {self.n_refused} refused" if self.n_refused else "")
-               + f" of {self.n_trajectories}; {self.bytes_read / 1e6:.1f} MB read"
+        out = [count_line(self.to_dict()) + f"; {self.bytes_read / 1e6:.1f} MB read"
                + (f"; {self.atoms} atoms a frame" if self.atoms else "")]
         if self.costs.n:
             out.append(f"per trajectory: {1e3 * self.costs.seconds / self.costs.n:.1f} ms of tasks on average; "
                        "slowest: " + ", ".join(f"{t['name']} ({t['seconds']:.3g} s)" for t in self.slowest(3)))
         return out
+
+
+def count_line(facts: dict) -> str:
+    """The count of an ensemble run's trajectories (:meth:`EnsembleFacts.to_dict`'s): listed = analysed +
+    saved before + refused."""
+    return (f"trajectories: {facts['n_finished']} analysed"
+            + (f", {facts['n_skipped']} saved before (skipped)" if facts["n_skipped"] else "")
+            + (f", {facts['n_refused']} refused" if facts["n_refused"] else "") + f" of {facts['n_trajectories']}")
 
 
 def report_dict(report, facts: EnsembleFacts) -> dict:
@@ -167,4 +172,4 @@ def report_dict(report, facts: EnsembleFacts) -> dict:
     return redacted(d)   # (a URL's password, a secret option: never written)
 
 
-__all__ = ["SLOWEST", "EnsembleFacts", "MemberCosts", "MemberStats", "histogram_edges", "report_dict"]
+__all__ = ["SLOWEST", "EnsembleFacts", "MemberCosts", "MemberStats", "count_line", "histogram_edges", "report_dict"]
