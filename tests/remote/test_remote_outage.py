@@ -183,7 +183,7 @@ def test_a_frozen_server_stops_an_ensemble_once_and_resume_goes_on(s3_server, tm
 
 @pytest.mark.cli
 @pytest.mark.slow(seconds=8)
-@pytest.mark.parametrize("executor", ["serial", "processes"])
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask", pytest.param("mpi", marks=pytest.mark.mpi)])
 def test_a_stop_signal_ends_a_listing_of_a_frozen_server(s3_server, tmp_path, executor):
     """SIGTERM 2 s into a glob's listing of a server that never answers (``retry_seconds=60``, a try's timeout
     of 20 s): the process ends within 2 s (asserted with 2 s more for a loaded machine), said as terminated, and
@@ -206,7 +206,9 @@ def test_a_stop_signal_ends_a_listing_of_a_frozen_server(s3_server, tmp_path, ex
         proxy.close()
     said = "\n".join(run.lines)
     assert took < EXIT_S, f"ended {took:.1f} s after SIGTERM: {said}"
-    assert run.proc.returncode == 143 and "terminated by signal 15" in said, said
+    # (MPICH's mpiexec, signalled itself, exits 0 or the ranks' 143 as its forwarding races their exit)
+    assert run.proc.returncode in ((143, 0) if executor == "mpi" else (143,)), said
+    assert "terminated by signal 15" in said, said
     assert not res.exists() and str(res) not in said and "no partial output was kept" in said, said
 
 
