@@ -269,3 +269,15 @@ def test_a_repository_or_revision_that_is_not_there_is_one_line(hub):
             Location.glob(pattern, options)
         assert said in str(err.value) and "\n" not in str(err.value), err.value
     assert Location.glob(f"hf://datasets/{REPO}/nothing/*.h5", options) == []
+
+
+def test_offline_the_hub_is_not_asked(hub, monkeypatch):
+    """``HF_HUB_OFFLINE=1``: one line at once, and no request reaches the Hub."""
+    from trajscale.errors import TrajscaleError
+    from trajscale.storage.location import Location
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = hub.requests
+    with pytest.raises(TrajscaleError, match="HF_HUB_OFFLINE is set: the Hub is not asked"):
+        Location.glob(f"hf://datasets/{REPO}@v2/data/*.h5", {"endpoint_url": hub.endpoint})
+    assert hub.requests == before

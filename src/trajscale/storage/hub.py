@@ -122,6 +122,8 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
     from .inflight import WAIT_SLICE, count
     from .server import RETRY_SECONDS, TIMEOUT
 
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise RemoteError(url, "HF_HUB_OFFLINE is set: the Hub is not asked (unset it, or read a local copy)")
     retry_seconds = float(options.get("retry_seconds", RETRY_SECONDS))
     timeout = float(options.get("timeout", TIMEOUT))
     headers = {"User-Agent": user_agent()}
