@@ -182,7 +182,8 @@ def campaign(name: str, seeds, seconds: float, findings_dir: Path, native: Path 
         env["LD_PRELOAD"] = str(native.parents[2] / "libfuzzer.so")
     # libFuzzer ends a child without Python's exit handlers: what its targets write goes under a temporary
     # folder of the campaign's, removed when the campaign ends
-    with tempfile.TemporaryDirectory(prefix=f"trajscale-fuzz-{name}-") as scratch:
+    memory = "/dev/shm" if os.access("/dev/shm", os.W_OK | os.X_OK) else None   # (the inputs' files: in memory)
+    with tempfile.TemporaryDirectory(prefix=f"trajscale-fuzz-{name}-", dir=memory) as scratch:
         env["TMPDIR"] = scratch
         while True:
             left = end - time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from MDAnalysisTests import datafiles as D  # noqa: E402 - after the filter: imp
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Markers by how a test runs, enforced (tests/tiers.py).
-pytest_plugins = ["tests.tiers", "pytester"]
+pytest_plugins = ["tests.tiers", "tests.alone", "pytester"]
 
 
 def pytest_configure(config) -> None:
@@ -33,6 +34,63 @@ def pytest_configure(config) -> None:
         _offsets_of_the_test_data()
         _idle_mpi_ranks_yield()
         _test_modules_rewritten_once(config)
+
+
+#: What trajscale makes in shared memory and in the temporary folder (pools' folders, a node cache's copies in
+#: /dev/shm as the docs advise, named ``NAME-<16 hex digits>``): the suite leaves none of it behind. The node
+#: cache's own folder in the temporary folder (``trajscale-cache-UID``) is a cache, kept for the next run.
+_MADE = {"/dev/shm": re.compile(r"^\.?trajscale-|-[0-9a-f]{16}(\.[^/]*)?$"), "tmp": re.compile(r"^\.?trajscale-")}
+_KEPT = re.compile(r"^trajscale-cache-\d+$|^trajscale-tests-")   # (the suite's own caches, made before it runs)
+_OWNER = re.compile(r"^\.?trajscale-[a-z]+-(\d+)-")   # (a folder of a process: PREFIX<pid>-...)
+
+
+def trajscale_made() -> set[str]:
+    """The entries trajscale made in /dev/shm and the temporary folder, less those of processes that run now
+    (another suite's, or a run of the user's, on this machine)."""
+    import tempfile
+
+    from trajscale.util import pid_alive
+
+    out = set()
+    for folder, pattern in _MADE.items():
+        folder = tempfile.gettempdir() if folder == "tmp" else folder
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for n in names:
+            owner = _OWNER.match(n)
+            if pattern.search(n) and not _KEPT.match(n) and not (owner and pid_alive(int(owner.group(1)))
+                                                                and int(owner.group(1)) != os.getpid()):
+                out.add(os.path.join(folder, n))
+    return out
+
+
+_before: set[str] = set()
+
+
+def pytest_sessionstart(session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        _before.update(trajscale_made())
+
+
+@pytest.hookimpl(trylast=True)   # (after xdist's, which ends the workers)
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The session leaves nothing of trajscale's in /dev/shm or the temporary folder: a test that does fails it."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = sorted(trajscale_made() - _before)
+    if left:
+        session.config._trajscale_left = left
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    left = getattr(terminalreporter.config, "_trajscale_left", None)
+    if left:
+        terminalreporter.write_line(f"FAILED: the suite left {len(left)} of trajscale's entries in /dev/shm or the "
+                                    f"temporary folder: {', '.join(left[:10])}", red=True)
 
 
 def _test_modules_rewritten_once(config) -> None:

@@ -50,8 +50,11 @@ def test_xdr_targets_run_and_find_nothing(tmp_path):
         assert r["native_coverage"] == bool(not native), r
 
 
-def test_targets_follow_the_contract():
+def test_targets_follow_the_contract(tmp_path, monkeypatch):
     """Every target module's TARGETS maps a name to (seed files, one-input function); seeds exist."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # (the folders the targets make on import: here)
     sys.path.insert(0, str(FUZZ.parent))
     try:
         import fuzz

@@ -9,13 +9,17 @@ the frame and the field) and trajscale's own errors are the expected outcomes.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-_DIR = tempfile.mkdtemp(prefix="trajscale-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+# (a campaign's children run in its own temporary folder, in memory, removed with it: benchmarks/fuzz.py)
+_DIR = tempfile.mkdtemp(prefix="trajscale-fuzz-xdr-")
+atexit.register(shutil.rmtree, _DIR, True)
 
 
 def _data_dir() -> Path:

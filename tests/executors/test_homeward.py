@@ -98,12 +98,13 @@ def test_small_results_and_no_folder_take_the_pipe(folder, tmp_path):
     assert os.listdir(folder) == []
 
 
+@pytest.mark.fork
 def test_an_ensemble_on_processes_brings_its_features_home_by_file_with_serial_bits(tmp_path, monkeypatch):
     import MDAnalysis as mda
     from MDAnalysisTests.datafiles import DCD, PSF
 
     import trajscale as ts
-    from tests.executors import fork_or_skip
+    from tests.executors import fork_here
     from trajscale.executors import processes
     from trajscale.testing.mdcath import from_universe
 
@@ -129,7 +130,7 @@ def test_an_ensemble_on_processes_brings_its_features_home_by_file_with_serial_b
     made: list = []
     monkeypatch.setattr(processes, "received", counted)
     monkeypatch.setattr(processes, "results_folder", folder)
-    fork_or_skip()   # (the workers inherit the threshold: forked, as "processes" starts them where it may)
+    fork_here()   # (the workers inherit the threshold: forked, as "processes" starts them where it may)
     r = ts.run(analysis, glob, executor="processes", n_workers=2)
     assert len(made) == 1 and made[0] is not None and not os.path.exists(made[0])   # removed with the pool
     assert came and all(came)

@@ -12,7 +12,7 @@ import pytest
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from tests.executors import counted_analysis, dying_analysis, fork_or_skip
+from tests.executors import counted_analysis, dying_analysis, fork_here
 from tests.executors.counted_analysis import CountedRMSD, unpickles
 from trajscale.executors.jobfile import INLINE_BYTES, ship, ships
 from trajscale.executors.processes import ProcessExecutor
@@ -41,6 +41,7 @@ def _job_files(ex: ProcessExecutor) -> list[str]:
     return [n for folder in (ex._marks, ex._home) if folder for n in os.listdir(folder) if n.startswith("job-")]
 
 
+@pytest.mark.fork
 def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk_vacuum_h5md):
     psf, dcd = adk_vacuum
     serial = {f: ts.run(CountedRMSD(pad=PAD, select="all", ref_frame=f), psf, adk_vacuum_h5md) for f in (0, 10)}
@@ -48,7 +49,7 @@ def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk
     u, ref = mda.Universe(psf, dcd), mda.Universe(psf, dcd)
     expected = rms.RMSD(u, ref, select="all", ref_frame=0).run().results.rmsd[:, 2]
     np.testing.assert_allclose(serial[0].rmsd, expected, atol=1e-4)   # independent of trajscale
-    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+    with ProcessExecutor(2, start_method=fork_here()) as ex:
         # Three runs on the same workers: another job in the second, the first one again in the third.
         for frame in (0, 10, 0):
             _clear(counted)
@@ -63,6 +64,7 @@ def test_large_job_is_unpickled_once_per_worker_per_run(counted, adk_vacuum, adk
             assert _job_files(ex) == []   # the run's job file is gone with the run
 
 
+@pytest.mark.fork
 def test_mid_size_job_handed_out_many_times_is_unpickled_once_per_worker(counted, adk_vacuum, adk_vacuum_h5md):
     """A job under INLINE_BYTES whose copies with every task would add up (an ensemble's round lists its
     members: 50 kB for 128, with each of 8 tasks) is written once too."""
@@ -70,7 +72,7 @@ def test_mid_size_job_handed_out_many_times_is_unpickled_once_per_worker(counted
     pad = 40 * 1024   # (with the CA reference about 55 kB: under INLINE_BYTES)
     assert ships(pad, N_TASKS) and not ships(pad, 1)
     serial = ts.run(CountedRMSD(pad=pad, select="name CA"), psf, adk_vacuum_h5md)
-    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+    with ProcessExecutor(2, start_method=fork_here()) as ex:
         got = ts.run(CountedRMSD(pad=pad, select="name CA"), psf, adk_vacuum_h5md, executor=ex, n_tasks=N_TASKS)
         assert _job_files(ex) == []
     assert len(got.report.tasks) == N_TASKS
@@ -79,21 +81,23 @@ def test_mid_size_job_handed_out_many_times_is_unpickled_once_per_worker(counted
     assert 1 <= len(counts) <= 2 and set(counts.values()) == {1}, counts   # not N_TASKS
 
 
+@pytest.mark.fork
 def test_small_job_travels_with_each_task(counted, adk_vacuum, adk_vacuum_h5md):
     psf = adk_vacuum[0]
     serial = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md)
-    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+    with ProcessExecutor(2, start_method=fork_here()) as ex:
         got = ts.run(CountedRMSD(select="name CA"), psf, adk_vacuum_h5md, executor=ex, n_tasks=N_TASKS)
     assert np.array_equal(got.rmsd, serial.rmsd)
     assert sum(unpickles(counted).values()) == N_TASKS   # a job of a few kilobytes is not written to a file
 
 
+@pytest.mark.fork
 def test_dead_worker_of_a_shipped_job_names_its_frames(adk_vacuum, adk_vacuum_h5md):
     """As in test_long_lived, with an all-atom job (sent once per run): the error names the dead task's frames,
     and the pool's folder, the job file with it, is removed."""
     dying_analysis.register()
     psf = adk_vacuum[0]
-    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+    with ProcessExecutor(2, start_method=fork_here()) as ex:
         ranges = ts.run(ts.RMSD(select="all"), psf, adk_vacuum_h5md, executor=ex, n_tasks=5).report.tasks
         spans = [(t.start, t.stop) for t in ranges]
         marks = ex._marks

@@ -9,7 +9,7 @@ import pytest
 from MDAnalysis.analysis import rms
 
 import trajscale as ts
-from tests.executors import dying_analysis, fork_or_skip
+from tests.executors import dying_analysis, fork_here
 from trajscale.convert.convert import convert
 from trajscale.executors.processes import ProcessExecutor
 from trajscale.h5md.layout import Layout
@@ -53,11 +53,12 @@ def test_serial_run_leaves_no_open_file(adk_vacuum, adk_vacuum_h5md):
     assert base._SOURCES == {}
 
 
+@pytest.mark.fork
 def test_dead_worker_names_its_frames(adk_vacuum, adk_vacuum_h5md):
     """A worker dies (os._exit) on task 1 while the other is busy with task 0: the error
     names task 1's frames, not those of the first future that happens to surface."""
     dying_analysis.register()
-    with ProcessExecutor(2, start_method=fork_or_skip()) as ex:
+    with ProcessExecutor(2, start_method=fork_here()) as ex:
         ranges = ts.run(ts.RMSD(select=SELECT), adk_vacuum[0], adk_vacuum_h5md, executor=ex,
                         n_tasks=5).report.tasks
         spans = [(t.start, t.stop) for t in ranges]

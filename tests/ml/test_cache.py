@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.executors import fork_or_skip
+from tests.executors import fork_here
 from trajscale.errors import InputFileError
 from trajscale.ml import H5Dataset, NodeCache, make_loader
 
@@ -40,12 +40,13 @@ def test_concurrent_first_users_make_one_copy(tmp_path):
     assert not [p for p in cache_dir.iterdir() if ".tmp-" in p.name]
 
 
+@pytest.mark.fork
 def test_loader_workers_read_the_cached_copy(packed, tmp_path):
     pytest.importorskip("torch")
     store, ref = packed
     cache_dir = tmp_path / "shm"
     ds = H5Dataset(store, cache_dir=cache_dir, trace_dir=tmp_path / "trace")
-    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context=fork_or_skip(), shuffle=False)
+    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context=fork_here(), shuffle=False)
     got = np.concatenate([b["x"].numpy() for b in loader])
     np.testing.assert_array_equal(got, ref["x"])
     entry = NodeCache(cache_dir).entry(store)

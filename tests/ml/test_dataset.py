@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.executors import fork_or_skip
+from tests.executors import fork_here
 from trajscale.errors import InputFileError, StoreError
 from trajscale.ml import BlockBatchSampler, H5Dataset, make_loader
 from trajscale.ml.pack import pack
@@ -36,13 +36,14 @@ def _expected_order(n, batch_size, epoch=0, **kw):
     return np.concatenate(list(s))
 
 
+@pytest.mark.fork
 @pytest.mark.slow(seconds=2)   # out of the quick tier: whole runs or a cluster, ~2 s of CPU
 @pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")])
 def test_epoch_in_sampler_order_equals_originals(packed, workers, context):
     store, ref = packed
     ds = H5Dataset(store, with_index=True)
     loader = make_loader(ds, batch_size=32, block=16, seed=7, num_workers=workers,
-                         multiprocessing_context=fork_or_skip() if context == "fork" else context,
+                         multiprocessing_context=fork_here() if context == "fork" else context,
                          persistent_workers=True)
     for epoch in (0, 1):
         loader.sampler.set_epoch(epoch)
@@ -54,23 +55,25 @@ def test_epoch_in_sampler_order_equals_originals(packed, workers, context):
         np.testing.assert_array_equal(got["y"], ref["y"][order])
 
 
+@pytest.mark.fork
 def test_parent_handle_is_not_shared_across_fork(packed):
     store, ref = packed
     ds = H5Dataset(store)
     ds[0]   # the parent opens its handle first
     parent_file = ds._file
-    loader = make_loader(ds, batch_size=50, num_workers=2, multiprocessing_context=fork_or_skip(), shuffle=False)
+    loader = make_loader(ds, batch_size=50, num_workers=2, multiprocessing_context=fork_here(), shuffle=False)
     got = _epoch(loader)
     np.testing.assert_array_equal(got["x"], ref["x"])
     assert ds._file is parent_file and ds._pid == os.getpid()
 
 
+@pytest.mark.fork
 def test_sharded_by_rank_covers_every_sample_once(packed):
     store, ref = packed
     seen = []
     for rank in range(2):
         loader = make_loader(H5Dataset(store, with_index=True), batch_size=30, seed=2, rank=rank, world_size=2,
-                             num_workers=1, multiprocessing_context=fork_or_skip())
+                             num_workers=1, multiprocessing_context=fork_here())
         got = _epoch(loader)
         np.testing.assert_array_equal(got["x"], ref["x"][got["index"]])
         seen.append(got["index"])
@@ -106,6 +109,7 @@ def test_single_samples_random_order_and_transform(packed):
         ds[240]
 
 
+@pytest.mark.fork
 def test_chunked_compressed_store_reads_through_hdf5(tmp_path, npz_set):
     paths, _ = npz_set
     pack(paths, tmp_path / "c.h5", chunks=16, compression="gzip:1")
@@ -115,7 +119,7 @@ def test_chunked_compressed_store_reads_through_hdf5(tmp_path, npz_set):
     np.testing.assert_array_equal(ds[idx]["x"], ref[idx])
     assert not ds._maps   # went through read_direct
     np.testing.assert_array_equal(_epoch(make_loader(ds, batch_size=40, num_workers=2,
-                                                     multiprocessing_context=fork_or_skip(), shuffle=False))["x"], ref)
+                                                     multiprocessing_context=fork_here(), shuffle=False))["x"], ref)
 
 
 def test_numpy_batches_without_torch_loader(packed):
@@ -141,13 +145,14 @@ def test_truncated_store_is_one_clear_error(packed, tmp_path):
         H5Dataset(cut)
 
 
+@pytest.mark.fork
 def test_store_changed_after_the_dataset_was_made(packed, tmp_path, npz_set):
     store, _ = packed
     ds = H5Dataset(store)
     paths, _ = npz_set
     pack(paths[:3], tmp_path / "other.h5")
     os.replace(tmp_path / "other.h5", store)
-    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context=fork_or_skip())
+    loader = make_loader(ds, batch_size=40, num_workers=2, multiprocessing_context=fork_here())
     with pytest.raises(StoreError, match="changed since the dataset was made"):
         _epoch(loader)
 
@@ -169,13 +174,14 @@ def _where(batch):   # runs in the worker, on what the dataset returned
     return {"shared": torch.tensor([isinstance(batch["x"], torch.Tensor) and batch["x"].is_shared()])}
 
 
+@pytest.mark.fork
 def test_worker_batches_are_read_into_shared_memory(packed):
     from torch.utils.data import DataLoader
 
     store, _ = packed
     sampler = BlockBatchSampler(240, 40, seed=0)
     loader = DataLoader(H5Dataset(store), sampler=sampler, batch_size=None, num_workers=1,
-                        multiprocessing_context=fork_or_skip(), collate_fn=_where)
+                        multiprocessing_context=fork_here(), collate_fn=_where)
     assert all(bool(b["shared"]) for b in loader)
     in_process = DataLoader(H5Dataset(store), sampler=sampler, batch_size=None, collate_fn=_where)
     assert not any(bool(b["shared"]) for b in in_process)   # NumPy outside workers

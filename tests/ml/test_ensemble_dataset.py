@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from MDAnalysisTests import datafiles as D
 
-from tests.executors import fork_or_skip
+from tests.executors import fork_here
 from tests.ml.conftest import mdcath_files
 from trajscale.convert.convert import convert
 from trajscale.errors import InputFileError
@@ -168,6 +168,7 @@ def test_a_block_batch_is_read_in_contiguous_runs(files):
     assert ds.stats.reads <= 4 + len(np.unique(member)), ds.stats.reads
 
 
+@pytest.mark.fork
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torch_dataloader_epochs(files, workers):
@@ -179,7 +180,7 @@ def test_torch_dataloader_epochs(files, workers):
     samples = expected_samples(files)
     ds = EnsembleDataset([*files[0], files[1]], max_open=3)
     loader = make_loader(ds, batch_size=24, block=6, seed=11, num_workers=workers,
-                         multiprocessing_context=fork_or_skip() if workers else None)
+                         multiprocessing_context=fork_here() if workers else None)
 
     def epoch(e):
         loader.sampler.set_epoch(e)

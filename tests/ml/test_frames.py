@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.executors import fork_or_skip
+from tests.executors import fork_here
 from trajscale.ml import FrameDataset, make_loader
 
 SEL = "name CA"
@@ -51,13 +51,14 @@ def test_superposed_frames_equal_mdanalysis_alignto(adk_vacuum, adk_vacuum_h5md)
         np.testing.assert_allclose(ds[frame]["position"], mob.select_atoms(SEL).positions, atol=2e-3)
 
 
+@pytest.mark.fork
 def test_loader_with_forked_workers_in_sampler_order(adk_vacuum, adk_vacuum_h5md, mda_ca):
     pytest.importorskip("torch")
     from trajscale.ml import BlockBatchSampler
 
     _, _, ref = mda_ca
     ds = FrameDataset(adk_vacuum[0], adk_vacuum_h5md, select=SEL)
-    loader = make_loader(ds, batch_size=16, seed=3, num_workers=2, multiprocessing_context=fork_or_skip())
+    loader = make_loader(ds, batch_size=16, seed=3, num_workers=2, multiprocessing_context=fork_here())
     frames = np.concatenate([b["frame"].numpy() for b in loader])
     pos = np.concatenate([b["position"].numpy() for b in make_loader(ds, batch_size=16, seed=3)])
     order = np.concatenate(list(BlockBatchSampler(98, 16, seed=3)))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.executors import fork_or_skip
+from tests.executors import fork_here
 from trajscale.errors import InputFileError
 from trajscale.ml import H5Dataset, LoopTimer, make_loader, summary, write_loader_trace
 from trajscale.ml.trace import format_summary
@@ -19,12 +19,13 @@ from trajscale.ml.trace import format_summary
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 
+@pytest.mark.fork
 def test_two_workers_each_open_once_and_bytes_add_up(packed, tmp_path):
     store, ref = packed
     trace_dir = tmp_path / "trace"
     ds = H5Dataset(store, trace_dir=trace_dir)
     ds[0]   # the parent opens too; forked workers must open their own handle
-    loader = make_loader(ds, batch_size=40, block=20, num_workers=2, multiprocessing_context=fork_or_skip())
+    loader = make_loader(ds, batch_size=40, block=20, num_workers=2, multiprocessing_context=fork_here())
     timer = LoopTimer(trace_dir)
     n = 0
     for batch in timer.iterate(loader):
