@@ -59,7 +59,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
         from ..sources.registry import recognised
 
         match = recognised(filename_or_obj)
-        return (match is not None and match.source.traits is not None and match.source.traits.self_describing
+        return (match is not None and match.source.traits.self_describing
                 and match.source.guess_can_open(os.fspath(filename_or_obj)))
 
 

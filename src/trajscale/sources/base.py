@@ -89,9 +89,9 @@ class Source(ABC):
     """A trajectory that hands out :class:`~trajscale.block.Block` objects.
 
     A Source travels to workers and ranks as ``get_config()`` (plain values) and is reopened there with
-    :func:`trajscale.sources.source_from_config`; open file handles never cross a process boundary. Its class
-    attributes declare the formats it reads and what it can do; :mod:`trajscale.sources.registry` asks
-    :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`."""
+    :func:`trajscale.sources.source_from_config`; open file handles never cross a process boundary. Its kind's
+    record (:attr:`traits`) declares the formats it reads and what it can do; :mod:`trajscale.sources.registry`
+    asks :meth:`guess_format` (the file's own bytes) and opens with :meth:`open`."""
 
     #: The kind's declared traits (:class:`~trajscale.formats.FormatTraits`): every attribute below that reads
     #: it is the record's, restated nowhere. A plug-in's Source may set them as class attributes instead.
