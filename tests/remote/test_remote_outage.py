@@ -154,6 +154,7 @@ def test_a_frozen_server_stops_an_ensemble_once_and_resume_goes_on(s3_server, tm
         frozen = time.monotonic()
         took = run.ended() - frozen
         done = len(saved_names(res))
+        print(f"{executor}: ended {took:.2f} s after the freeze, {done} of {MEMBERS} trajectories done")
         assert run.proc.returncode == EXIT_OUTAGE, run.lines
         assert len(run.lines) == 1, run.lines
         line = run.lines[0]
