@@ -134,10 +134,11 @@ class ServerUnreachable(TrajscaleError):
 
     exit_code = 9
 
-    def __init__(self, server: str, problem: str, kept: str = "") -> None:
+    def __init__(self, server: str, problem: str = "", kept: str = "") -> None:
+        # (one argument: the whole message, as torch's DataLoader rebuilds a worker's error)
         self.server, self.problem, self.kept = server, problem, kept
         self._init_args = (server, problem, kept)
-        super().__init__(f"{server}: {problem}" + (f"; {kept}" if kept else ""))
+        super().__init__("; ".join(p for p in (f"{server}: {problem}" if problem else server, kept) if p))
 
     def keeping(self, kept: str) -> ServerUnreachable:
         """The same outage, said with what the stopped run kept."""
