@@ -83,7 +83,7 @@ class FormatTraits:
     decode_s_per_atom, decoding
         Per format: seconds per atom to decode one frame (a format not named is plain floats, costed by its
         bytes); who decodes a frame's atoms beyond those selected (``prefix:WHO``, up to the last selected atom,
-        or ``whole:WHO``; a format not named reads the selected atoms' bytes only).
+        or ``whole:WHO``; ``"*"``: every format's; a format not named reads the selected atoms' bytes only).
     supports_slab_reads, fills_rows
         A range of frames is read in one call, not frame by frame; ``read_into`` fills the caller's rows
         directly (no block of its own in between).

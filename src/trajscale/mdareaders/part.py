@@ -38,11 +38,6 @@ class MDAPartSource(OneFileSource):
 
     traits = MDA_PART
 
-    @classmethod
-    def decoding_of(cls, fmt: str) -> str:
-        """MDAnalysis's reader decodes whole frames, in every format."""
-        return "whole:MDAnalysis"
-
     def __init__(self, path: str, n_atoms: int | None = None, format: str | None = None) -> None:
         self._path = str(path)
         fmt = format or self.guess_format(self._path) or self.mdanalysis_format(self._path)

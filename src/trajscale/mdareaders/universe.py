@@ -37,11 +37,6 @@ class MDASource(Source):
 
     traits = MDA
 
-    @classmethod
-    def decoding_of(cls, fmt: str) -> str:
-        """MDAnalysis's reader decodes whole frames, in every format."""
-        return "whole:MDAnalysis"
-
     def __init__(self, topology: str, trajectories, parsed_topology=None, **kw) -> None:
         self.topology = str(topology)
         given = [trajectories] if isinstance(trajectories, (str, Path)) else trajectories

@@ -150,8 +150,9 @@ class Source(ABC):
 
     @classmethod
     def decoding_of(cls, fmt: str) -> str | None:
-        """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`)."""
-        return cls.decoding.get(str(fmt).upper())
+        """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`; its
+        ``"*"``: every format's)."""
+        return cls.decoding.get(str(fmt).upper(), cls.decoding.get("*"))
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:
