@@ -132,8 +132,9 @@ def test_a_run_over_the_hub_gives_the_local_runs_bytes(hub, domains, local_resul
 
 
 def test_a_gated_repository_wants_a_token_and_never_shows_it(hub, domains, local_result, tmp_path):
-    """Without a token: one line naming the repository and how to give one. With ``HF_TOKEN``: the run; the
-    token is nowhere in what it prints (``-v``) or writes, nor sent to the storage."""
+    """Without a token: one line naming the repository and how to give one. With ``HF_TOKEN``, or
+    ``--storage-option token=...``: the run; the token is nowhere in what it prints (``-v``) or writes, nor sent
+    to the storage."""
     gated = "compsciencelab/mdcath-gated"
     publish(hub, domains, gated, gated=True)
     where = f"hf://datasets/{gated}/data/mdcath_dataset_*.h5"
@@ -142,14 +143,15 @@ def test_a_gated_repository_wants_a_token_and_never_shows_it(hub, domains, local
     said = refused.stderr.strip()
     assert "\n" not in said and "Traceback" not in said, said
     assert f"hf://datasets/{gated}" in said and "HF_TOKEN" in said, said
-    out, report, results = tmp_path / "yes.parquet", tmp_path / "report.json", tmp_path / "results"
-    got = ramachandran(where, out, "--report", str(report), "--results", str(results), "-v",
-                       env={**os.environ, **hub.env(HF_TOKEN=TOKEN)})
-    assert got.returncode == 0, got.stderr
-    assert out.read_bytes() == local_result
-    written = [p.read_bytes() for p in (report, *results.rglob("*")) if p.is_file()]
-    for text in (got.stdout.encode(), got.stderr.encode(), *written):
-        assert TOKEN.encode() not in text and b"sig=" not in text   # (nor the storage's signed URLs)
+    for way, more, env in (("option", ("--storage-option", f"token={TOKEN}"), {}), ("env", (), {"HF_TOKEN": TOKEN})):
+        out, report, results = tmp_path / f"{way}.parquet", tmp_path / f"{way}.json", tmp_path / f"{way}-results"
+        got = ramachandran(where, out, "--report", str(report), "--results", str(results), "-v", *more,
+                           env={**os.environ, **hub.env(**env)})
+        assert got.returncode == 0, got.stderr
+        assert out.read_bytes() == local_result
+        written = [p.read_bytes() for p in (report, *results.rglob("*")) if p.is_file()]
+        for text in (got.stdout.encode(), got.stderr.encode(), *written):
+            assert TOKEN.encode() not in text and b"sig=" not in text   # (nor the storage's signed URLs)
     assert hub.authorizations == []   # (the storage's signed URLs need none: the token stays with the Hub)
 
 

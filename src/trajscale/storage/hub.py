@@ -185,7 +185,7 @@ def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) 
 
 
 # -- revisions: one commit per run -------------------------------------------------------------------------------
-_PINS: dict[str, str] = {}
+_PINS: dict[tuple[str, str], str] = {}   # (endpoint, revision's URL) -> commit
 _PINS_LOCK = threading.Lock()
 
 
@@ -194,7 +194,7 @@ def commit_of(hp: HubPath, options: dict) -> str:
     rev = hp.revision or "main"
     if _COMMIT.match(rev):
         return rev
-    key = f"hf://{HubPath(hp.kind, hp.repo, hp.revision, '').root}"
+    key = (endpoint(options), f"hf://{HubPath(hp.kind, hp.repo, hp.revision, '').root}")
     with _PINS_LOCK:
         if key in _PINS:
             return _PINS[key]
@@ -223,10 +223,11 @@ def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None
     if pins is None:
         with _PINS_LOCK:
             _PINS.clear()
+    options = dict(current_options() if options is None else options)
     for key, sha in (pins or {}).items():
         hp = HubPath.of(f"{key}/")
         try:
-            now = _ask_commit(hp, hp.revision or "main", dict(options or {}))
+            now = _ask_commit(hp, hp.revision or "main", options)
         except RemoteError as exc:
             now = None
             log.debug("%s", exc)
@@ -234,19 +235,19 @@ def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None
             log.warning("%s has moved since the run began (%s, now %s): the resumed run reads %s, as it began",
                         key, sha[:12], now[:12] if now else "not found", sha[:12])
         with _PINS_LOCK:
-            _PINS[key] = sha
+            _PINS[(endpoint(options), key)] = sha
 
 
 def pinned_revisions() -> dict[str, str]:
     """The revisions this process resolved: ``{"hf://datasets/ORG/NAME@main": commit}``."""
     with _PINS_LOCK:
-        return dict(_PINS)
+        return {key: sha for (_, key), sha in _PINS.items()}
 
 
 def pinned(url: str, options: dict | None) -> str:
     """``url`` with its revision replaced by the commit it is at."""
     hp = HubPath.of(url)
-    return hp.at(commit_of(hp, dict(options or {})))
+    return hp.at(commit_of(hp, dict(current_options() if options is None else options)))
 
 
 def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
