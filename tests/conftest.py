@@ -268,7 +268,7 @@ def run_cli_here(*args: str, cwd: str | os.PathLike | None = None,
         objects.forget_heads()
     from trajscale import storage
 
-    options = storage.current_options()
+    options = storage.process_options()
     try:
         if env is not None:
             os.environ.clear()

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .run import run
     from .runspec import RunOptions
     from .sources import H5MDSource, MDASource, open_source
+    from .storage.location import Location
 
 # every analysis in the registry (``trajscale.analysis.BUILTIN``: its class and module) is a name here
 _ANALYSIS_NAMES = [cls for cls, _ in BUILTIN.values()] + ["Analysis", "AnalysisGroup", "per_frame"]
@@ -52,6 +53,7 @@ __all__ = [
            "FrameRange",
            "H5MDSource",
            "Layout",
+           "Location",
            "MDASource",
            "ParallelWriter",
            "RunOptions",
@@ -72,5 +74,6 @@ __getattr__, __dir__ = attach(__name__, {
     "H5MDSource": ".h5md.source", "MDASource": ".mdareaders.universe", "open_source": ".sources",
     "Layout": ".h5md.layout",
     "__version__": "._version", "open_dataset": ".arrays", "Ensemble": ".ensemble", "read_plan": ".plans",
+    "Location": ".storage.location",
 }, submodules=("_version", "analysis", "block", "errors", "executors", "kernels", "parallel", "pwrite", "report",
                "sources", "store", "util"))

@@ -130,7 +130,8 @@ class FinishedRounds(Rounds):
     def open(self, shared: bool) -> tuple[Source, range]:
         opts = self.options
         source = open_source(self.trajectory, topology_file(self.topology), group=opts.group,
-                             assume_units=opts.assume_units, continuous=opts.continuous)
+                             assume_units=opts.assume_units, continuous=opts.continuous,
+                             storage_options=opts.storage_options)
         try:
             start, stop = frame_range(opts.start, opts.stop, source.n_frames, source.path)
         except BaseException:

@@ -10,7 +10,6 @@ from .engine import Engine, FinishedRounds, Rounds
 from .runspec import RunOptions
 from .sources import is_stream
 from .sources.locations import is_local
-from .storage import using
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (a followed run's options, importable from here: see __getattr__ below)
@@ -75,8 +74,7 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
         return _run_ensemble(analysis, many, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     analysis = _grouped(analysis)
-    with using(opts.storage_options):   # a URL's options, for the sources this run opens
-        return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+    return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
 
 
 def _ensemble_of(topology, trajectory, ensemble):

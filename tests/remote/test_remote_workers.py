@@ -166,7 +166,6 @@ def test_the_next_block_is_fetched_while_this_one_is_mapped(s3_env, adk_stores):
     import time as _time
 
     from trajscale.sources import open_source, source_from_config
-    from trajscale.storage import using
 
     from .conftest import FlakyProxy
 
@@ -174,27 +173,26 @@ def test_the_next_block_is_fetched_while_this_one_is_mapped(s3_env, adk_stores):
     s3_env.client().upload_file(local, BUCKET, "ahead.h5md")
     proxy = FlakyProxy(s3_env.endpoint, failures=0)
     try:
-        with using({"endpoint_url": proxy.endpoint}):
-            root = open_source(f"s3://{BUCKET}/ahead.h5md")
-            config = root.get_config()
-            here = open_source(local)
-            ca = _ca()
-            span = (ca.max() + 1 - ca.min()) * 12
-            assert root.bytes_per_frame(ca) == here.bytes_per_frame(ca) + span   # the next block's bytes
-            here.close()
-            root.close()
-            worker = source_from_config(config)
-            first = worker.read(0, 2, ca)
-            seen = len(proxy.gets)
-            worker.prefetch(2, 7, ca)
-            end = _time.monotonic() + 60
-            while len(proxy.gets) < seen + 5 and _time.monotonic() < end:
-                _time.sleep(0.05)
-            assert len(proxy.gets) == seen + 5   # sent before the read asks: one CA span a frame
-            block = worker.read(2, 7, ca)
-            assert len(proxy.gets) == seen + 5   # the read sent nothing of its own
-            stats = worker.remote_stats()
-            worker.close()
+        root = open_source(f"s3://{BUCKET}/ahead.h5md", storage_options={"endpoint_url": proxy.endpoint})
+        config = root.get_config()
+        here = open_source(local)
+        ca = _ca()
+        span = (ca.max() + 1 - ca.min()) * 12
+        assert root.bytes_per_frame(ca) == here.bytes_per_frame(ca) + span   # the next block's bytes
+        here.close()
+        root.close()
+        worker = source_from_config(config)
+        first = worker.read(0, 2, ca)
+        seen = len(proxy.gets)
+        worker.prefetch(2, 7, ca)
+        end = _time.monotonic() + 60
+        while len(proxy.gets) < seen + 5 and _time.monotonic() < end:
+            _time.sleep(0.05)
+        assert len(proxy.gets) == seen + 5   # sent before the read asks: one CA span a frame
+        block = worker.read(2, 7, ca)
+        assert len(proxy.gets) == seen + 5   # the read sent nothing of its own
+        stats = worker.remote_stats()
+        worker.close()
     finally:
         proxy.close()
     assert stats["requests"] == 7 and stats["bytes"] == 7 * span, stats
@@ -316,7 +314,6 @@ def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_file
     import time as _time
 
     from trajscale.sources import open_source, source_from_config
-    from trajscale.storage import using
 
     from .conftest import FlakyProxy
 
@@ -327,21 +324,20 @@ def test_compressed_chunks_are_fetched_ahead_whole_and_decoded_as_the_local_file
     want = here.read(2, 7, ca)
     proxy = FlakyProxy(s3_env.endpoint, failures=0)
     try:
-        with using({"endpoint_url": proxy.endpoint}):
-            root = open_source(f"s3://{BUCKET}/ahead-{store}.h5md")
-            config = root.get_config()
-            root.close()
-            worker = source_from_config(config)
-            seen = len(proxy.gets)
-            worker.prefetch(2, 7, ca)
-            end = _time.monotonic() + 60
-            while len(proxy.gets) == seen and _time.monotonic() < end:
-                _time.sleep(0.05)
-            _time.sleep(0.5)   # (every request of the batch sent by now)
-            ahead = len(proxy.gets) - seen
-            got = worker.read(2, 7, ca)
-            after = len(proxy.gets) - seen
-            worker.close()
+        root = open_source(f"s3://{BUCKET}/ahead-{store}.h5md", storage_options={"endpoint_url": proxy.endpoint})
+        config = root.get_config()
+        root.close()
+        worker = source_from_config(config)
+        seen = len(proxy.gets)
+        worker.prefetch(2, 7, ca)
+        end = _time.monotonic() + 60
+        while len(proxy.gets) == seen and _time.monotonic() < end:
+            _time.sleep(0.05)
+        _time.sleep(0.5)   # (every request of the batch sent by now)
+        ahead = len(proxy.gets) - seen
+        got = worker.read(2, 7, ca)
+        after = len(proxy.gets) - seen
+        worker.close()
     finally:
         proxy.close()
     assert ahead > 0 and after == ahead, (ahead, after)
@@ -373,7 +369,6 @@ def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_t
     from its config (an H5MD store, an XTC) keeps 2,500 a second's worth of it in flight (500, so the most: 256)
     before its own first request, not 64 until its first answer comes."""
     from trajscale.sources import open_source, source_from_config
-    from trajscale.storage import using
 
     from .conftest import XTC, FlakyProxy
 
@@ -381,17 +376,16 @@ def test_a_worker_keeps_as_many_requests_in_flight_as_the_root_found_the_round_t
     s3_env.client().upload_file(local, BUCKET, f"window.{kind}")
     proxy = FlakyProxy(s3_env.endpoint, failures=0, hold=0.2)
     try:
-        with using({"endpoint_url": proxy.endpoint}):
-            root = open_source(f"s3://{BUCKET}/window.{kind}")
-            root.read(0, 1, _ca())
-            config = root.get_config()
-            root.close()
-            seen = len(proxy.gets)
-            worker = source_from_config(config)
-            assert len(proxy.gets) == seen   # (opened without a request)
-            assert config["round_trip"] >= 0.2
-            assert worker.store.max_concurrency == 256   # (the object's store, as the Source reads it)
-            worker.close()
+        root = open_source(f"s3://{BUCKET}/window.{kind}", storage_options={"endpoint_url": proxy.endpoint})
+        root.read(0, 1, _ca())
+        config = root.get_config()
+        root.close()
+        seen = len(proxy.gets)
+        worker = source_from_config(config)
+        assert len(proxy.gets) == seen   # (opened without a request)
+        assert config["round_trip"] >= 0.2
+        assert worker.store.max_concurrency == 256   # (the object's store, as the Source reads it)
+        worker.close()
     finally:
         proxy.close()
 
@@ -402,7 +396,6 @@ def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, opt
     all 72 are in flight at once by default (a 0.5 s round trip asks for up to 256), ``max_concurrency``
     when given; the block is HDF5's."""
     from trajscale.sources import open_source
-    from trajscale.storage import using
 
     from .conftest import FlakyProxy
 
@@ -412,13 +405,12 @@ def test_a_reads_requests_go_out_max_concurrency_at_once(s3_env, adk_stores, opt
     proxy = FlakyProxy(s3_env.endpoint, failures=100_000, how="delay", delay=0.5)
     opts = {"endpoint_url": proxy.endpoint, **({} if option is None else {"max_concurrency": option})}
     try:
-        with using(opts):
-            src = open_source(f"s3://{BUCKET}/flight.h5md")
-            src.read(0, 1)   # (what opening reads: time, step, metadata)
-            proxy.flight["most"] = 0
-            seen = len(proxy.gets)
-            block = src.read(1, 10, atoms)   # (frames past the object's first request, whose bytes it keeps)
-            src.close()
+        src = open_source(f"s3://{BUCKET}/flight.h5md", storage_options=opts)
+        src.read(0, 1)   # (what opening reads: time, step, metadata)
+        proxy.flight["most"] = 0
+        seen = len(proxy.gets)
+        block = src.read(1, 10, atoms)   # (frames past the object's first request, whose bytes it keeps)
+        src.close()
     finally:
         proxy.close()
     assert len(proxy.gets) - seen == 72

@@ -1,5 +1,5 @@
-"""Storage options are a value of the thread (or task) that opens a URL, not of the process: two threads
-opening objects with different options at the same time each open with their own.  Against the suite's
+"""Storage options are a value of the location that is opened, not of the thread or process: two threads
+opening the same object with different options at the same time each open with their own.  Against the suite's
 real S3 server; the other thread's endpoint is a port where nothing answers."""
 
 from __future__ import annotations
@@ -12,57 +12,46 @@ pytestmark = pytest.mark.remote
 
 
 def test_two_threads_open_urls_with_their_own_options(s3_env, adk_stores):
+    from trajscale.errors import TrajscaleError
     from trajscale.sources import open_source
-    from trajscale.storage import current_options, using
+    from trajscale.storage import process_options
 
     _, url, _ = adk_stores["plain"]
     mine = {"endpoint_url": s3_env.endpoint, "retry_seconds": 2, "timeout": 2}
     theirs = {"endpoint_url": "http://127.0.0.1:9", "retry_seconds": 2, "timeout": 2}
-    inside, other_inside, done = threading.Event(), threading.Event(), threading.Event()
+    both = threading.Barrier(2)
     got: dict = {}
 
-    def opener() -> None:   # enters its options first, opens while the other thread is inside its own
+    def opener(name: str, options: dict) -> None:   # both open at once, each with its own options
         try:
-            with using(mine):
-                inside.set()
-                assert other_inside.wait(30)
-                got["seen"] = current_options()
-                with open_source(url) as src:
-                    got["frames"] = src.n_frames
-        except Exception as exc:   # noqa: BLE001 - the test reads it
-            got["error"] = exc
-        finally:
-            done.set()
+            both.wait(30)
+            with open_source(url, storage_options=options) as src:
+                got[name] = (src.n_frames, src.get_config()["storage_options"]["endpoint_url"])
+        except TrajscaleError as exc:
+            got[name] = exc
 
-    def other() -> None:
-        assert inside.wait(30)
-        with using(theirs):
-            other_inside.set()
-            got["other_seen"] = current_options()
-            assert done.wait(60)
-
-    threads = [threading.Thread(target=opener), threading.Thread(target=other)]
+    threads = [threading.Thread(target=opener, args=("mine", mine)),
+               threading.Thread(target=opener, args=("theirs", theirs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(90)
-    assert "error" not in got, got.get("error")
-    assert got["seen"]["endpoint_url"] == s3_env.endpoint and got["other_seen"]["endpoint_url"].endswith(":9")
-    assert got["frames"] == 10
-    assert "endpoint_url" not in current_options()   # neither thread's options outlive its block
+    assert got["mine"] == (10, s3_env.endpoint)
+    assert isinstance(got["theirs"], TrajscaleError) and "127.0.0.1:9" in str(got["theirs"])
+    assert "endpoint_url" not in process_options()   # neither thread's options became the process's
 
 
 def test_a_parameter_wins_over_the_process_options(s3_env, adk_stores):
     """``open_source(..., storage_options=...)`` over the command line's process-wide options."""
     from trajscale.sources import open_source
-    from trajscale.storage import current_options, set_options
+    from trajscale.storage import process_options, set_options
 
     _, url, _ = adk_stores["plain"]
     set_options({"endpoint_url": "http://127.0.0.1:9", "retry_seconds": 2})
     try:
         with open_source(url, storage_options={"endpoint_url": s3_env.endpoint}) as src:
             assert src.n_frames == 10
-        assert current_options()["endpoint_url"].endswith(":9")
+        assert process_options()["endpoint_url"].endswith(":9")
     finally:
         set_options(None)
 

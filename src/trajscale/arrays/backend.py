@@ -39,18 +39,16 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
                      group: str | None = None, assume_units: str | None = None, continuous: bool = False,
                      storage_options: dict | None = None):
         from ..sources import open_source
-        from ..storage import using
         from .dataset import build_dataset
 
         top = os.fspath(topology) if topology is not None else None
-        # a URL's options: for the opens while the Dataset is built, and kept in the source's config
-        with using(storage_options):
-            source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
-                                 continuous=continuous)
-            try:
-                return build_dataset(source, top, drop_variables or (), select)
-            finally:
-                source.close()   # the variables reopen it from its config, in whichever process reads
+        # a URL's options: kept in the source's config, which the variables reopen it from
+        source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
+                             continuous=continuous, storage_options=storage_options)
+        try:
+            return build_dataset(source, top, drop_variables or (), select)
+        finally:
+            source.close()   # the variables reopen it from its config, in whichever process reads
 
     def guess_can_open(self, filename_or_obj) -> bool:
         """A file the registry reads without a topology (its traits say so), which its Source says it can open."""

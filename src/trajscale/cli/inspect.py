@@ -87,10 +87,9 @@ def store_validator(location: str) -> dict:
     ``kind``, ``complete`` and ``says``; a store that cannot see every replacement is logged as a warning."""
     import logging
 
-    from ..storage import current_options
-    from ..storage.opener import open_bytes
+    from ..storage.location import Location
 
-    v = open_bytes(location, current_options()).validator
+    v = Location(location).store().validator
     if not v.complete:
         logging.getLogger("trajscale.inspect").warning("%s: a replacement may go unseen: %s", location, v.says)
     return {"kind": v.kind, "complete": v.complete, "says": v.says}
@@ -102,8 +101,8 @@ def _remote_costs(args, facts: dict) -> dict:
     from ..h5md.inspect import file_remote_costs
     from ..h5md.recommend import parse_pattern, selected_atoms
     from ..hdf5.chunks import MAX_REQUEST
-    from ..storage import current_options
     from ..storage.fileobj import BLOCK_BYTES
+    from ..storage.location import Location
     from ..storage.ranges import merge_gap_of
 
     if facts.get("n_atoms") is None:
@@ -114,10 +113,9 @@ def _remote_costs(args, facts: dict) -> dict:
         idx = selected_atoms(sel, facts["n_atoms"], args.topology)
         atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
     # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
-    reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(current_options()), "max_request": MAX_REQUEST}
-    from ..storage.opener import open_bytes
-
-    store = open_bytes(args.file, current_options())
+    where = Location(args.file)   # (with the command line's options)
+    reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(where.options), "max_request": MAX_REQUEST}
+    store = where.store()
     if not store.costs_request:   # a file at hand: its costs as if it were behind a URL
         return file_remote_costs(args.file, args.h5md_group, args.assume_units, atoms, **reader)
     from ..hdf5.metadata import children_ahead
@@ -193,10 +191,10 @@ def _inspect_other(args, match) -> int:
 def describe_source(src) -> dict:
     """Format, size, frames, atoms, fields, units and times of an open Source (XTC/TRR: from frame headers)."""
     from ..h5md.inspect import times_summary
-    from ..storage.opener import open_bytes
+    from ..storage.location import Location
 
     times, steps = src.frame_times()
-    size = open_bytes(src.path).size   # a file's, or an object's from the request that told its format
+    size = Location(src.path).size   # a file's, or an object's from the request that told its format
     return {"format": src.format.lower(), "source": type(src).__name__, "path": src.path,
             "file_bytes": size, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
             "fields": list(src.fields), "units": dict(src.native_units), "time": times_summary(times, steps)}

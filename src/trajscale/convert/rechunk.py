@@ -44,7 +44,7 @@ from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
 from ..sources.segments import with_parts
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped
 from . import direct
@@ -144,7 +144,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         else:
             resumed_from = _rechunk_serial(src, job, partial, write)
         _check_counts(src, partial, job.names)
-        n_frames, bytes_in = _n_frames(src, job.names), open_bytes(src_path).size   # (a URL's: told already)
+        n_frames, bytes_in = _n_frames(src, job.names), Location(src_path).size   # (a URL's: told already)
     partial.finish()
     log.info("rechunked %s -> %s (%s)", src_path, final, spec.layout.describe())
     return RechunkSummary(str(final), n_frames, len(job.names), bytes_in, os.path.getsize(final),

@@ -67,9 +67,9 @@ class InputIdentity:
     def of(cls, path: str | os.PathLike) -> InputIdentity:
         """``path``'s name, size and version (:meth:`~trajscale.storage.bytestore.ByteStore.stamp`: a local
         file's mtime, an object's ETag)."""
-        from ..storage.opener import open_bytes
+        from ..storage.location import Location
 
-        return cls(*open_bytes(path).stamp())
+        return cls(*Location(path).store().stamp())
 
 
 @dataclass(frozen=True, slots=True)

@@ -256,10 +256,7 @@ class Ensemble:
             For an object-store pattern and its members.
         """
         pattern = os.fspath(pattern)
-        from ..storage import using
-
-        with using(storage_options):
-            found = [m.where for m in Location.glob(pattern)]
+        found = [m.where for m in Location.glob(pattern, storage_options)]
         if not found:
             raise InputFileError(pattern, "matches no file")
         return cls.from_files(found, topology=topology, labels=labels, origin=pattern, pattern=pattern,
@@ -321,11 +318,8 @@ _WILDCARD = re.compile(r"(\*\*/|\*|\?|\[[^\]]*\])")
 
 # -- catalogs ---------------------------------------------------------------------------------------------------
 def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
-    from ..storage import using
-
     try:
-        with using(storage_options):
-            return Location(where).read()
+        return Location(where, storage_options).read()
     except OSError as exc:
         raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
 
@@ -599,9 +593,9 @@ def _told_held(member: Member) -> list[Member] | None:
         return None
 
 
-def members_held(location: str, base: Member) -> list[Member] | None:
-    """The members the file at ``location`` holds, whatever its name (each expander tells its files by their
-    bytes); None for a file of one trajectory."""
+def members_held(location: str | Location, base: Member) -> list[Member] | None:
+    """The members the file at ``location`` (a path, URL or Location) holds, whatever its name (each expander
+    tells its files by their bytes); None for a file of one trajectory."""
     for traits in expanders().values():
         found = load(traits.members)(location, base)
         if found is not None:

@@ -8,12 +8,14 @@ preparation, and so its results, have the same bits.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from ..analysis.base import Analysis, Prepared
 from ..engine import frame_range
 from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
+from ..storage.location import Location
 from ..storage.nodecache import at_hand
 from .analysis import for_member, prepare_each
 from .catalog import Member
@@ -27,7 +29,8 @@ def open_member(member: Member, options: RunOptions) -> Source:
     if member.source is not None:
         return source_from_config(dict(member.source))
     return open_source(member.run_trajectory(), member.topology, group=options.group,
-                       assume_units=options.assume_units, continuous=options.continuous)
+                       assume_units=options.assume_units, continuous=options.continuous,
+                       storage_options=options.storage_options)
 
 
 class SharedTopologies:
@@ -40,17 +43,18 @@ class SharedTopologies:
     #: The analysis that maps a member's frames and its preparation: the run's, or the group of those that kept it.
     runs = staticmethod(for_member)
 
-    def __init__(self) -> None:
+    def __init__(self, storage_options: Mapping | None = None) -> None:
         self._shared: dict[str, object] = {}
         self._at_hand: dict[str, object] = {}   # (topology -> the file parsed, held in use while members share it)
+        self._options = storage_options   # (a topology behind a URL is read with the run's options)
 
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
 
-        if topology is not None:   # (an object's: the node's copy, fetched once)
+        if topology is not None:   # (an object's: the node's copy, fetched once, read with the run's options)
             held = self._at_hand.get(topology)
             if held is None:
-                held = self._at_hand[topology] = at_hand(topology)
+                held = self._at_hand[topology] = at_hand(Location(topology, self._options))
             topology = held.path
         own = source.own_universe() if topology is None else None
         if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
@@ -73,12 +77,14 @@ def member_spec(member: Member, options: RunOptions) -> dict:
     return {"name": member.name, "trajectory": list(member.trajectory), "topology": member.topology,
             "source": dict(member.source) if member.source is not None else None, "start": options.start,
             "stop": options.stop, "step": options.step, "group": options.group,
-            "assume_units": options.assume_units, "continuous": options.continuous}
+            "assume_units": options.assume_units, "continuous": options.continuous,
+            "storage_options": options.storage_options}
 
 
 def _spec_options(spec: dict) -> RunOptions:
     return RunOptions(start=spec["start"], stop=spec["stop"], step=spec["step"], group=spec["group"],
-                      assume_units=spec["assume_units"], continuous=spec["continuous"])
+                      assume_units=spec["assume_units"], continuous=spec["continuous"],
+                      storage_options=spec["storage_options"])
 
 
 def open_spec(spec: dict) -> Source:
@@ -93,7 +99,7 @@ def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tu
     start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
     with _PREPARING:
         if opened.topologies is None:
-            opened.topologies = SharedTopologies()
+            opened.topologies = SharedTopologies(spec["storage_options"])
         reuse, source.reuse_buffers = source.reuse_buffers, False   # a reference frame is kept: its own arrays
         try:
             prep = opened.topologies.prepare(analysis, spec["topology"], source)

@@ -80,7 +80,7 @@ class EnsembleRounds(Rounds):
         self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
         self._preparer = None   # the thread that prepares it
         self._offset = 0   # where the next member's frames begin on the axis
-        self._topologies = SharedTopologies()
+        self._topologies = SharedTopologies(options.storage_options)
         self._todo = array("q")   # the members to run, by index (numbers: a member is made when its round is)
         self._todo_sizes = array("q")   # their bytes on disk (0: not known)
         self._n_tasks = 1   # tasks a round is cut into (what makes a member short enough for its worker)

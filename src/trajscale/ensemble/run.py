@@ -18,7 +18,6 @@ from ..analysis.group import AnalysisGroup
 from ..engine import Engine
 from ..errors import AllRefusedError, ConfigError, InputFileError, ServerUnreachable
 from ..runspec import RunOptions
-from ..storage import using
 from .analysis import EnsembleAnalysis
 from .catalog import Ensemble
 from .opened import MAX_OPEN
@@ -126,32 +125,31 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
         resume_revisions(eo.results, opts.storage_options)
     ens = Ensemble.of(ensemble, opts.storage_options)
     atoms_named(ens)
-    storage = opts.storage_options or ens.storage_options
+    opts = dataclasses.replace(opts, storage_options=opts.storage_options or ens.storage_options)
     folder = None
     if eo.results is not None and _is_root(opts):
         folder = ResultsFolder(eo.results, _manifest(group, opts, _revisions(ens)), resume=eo.resume,
                                overwrite=eo.overwrite)
     rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
                             round_size=eo.round_size)
-    with using(storage):
-        before: list[Refusal] = []   # refusals by one analysis of members the run before saved
+    before: list[Refusal] = []   # refusals by one analysis of members the run before saved
+    try:
+        out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
+    except ServerUnreachable as exc:   # no trajectory is at fault: the run stops, its finished rounds kept
+        raise exc.keeping(_kept(rounds, folder)) from None
+    except InputFileError:
+        if not rounds.opened or rounds.n_prepared:   # (a run that had members to run: its own error)
+            raise
+        out = None   # every member saved before, or refused: nothing to run
+    finally:
         try:
-            out = Engine(EnsembleAnalysis(group), None, rounds, opts).execute()
-        except ServerUnreachable as exc:   # no trajectory is at fault: the run stops, its finished rounds kept
-            raise exc.keeping(_kept(rounds, folder)) from None
-        except InputFileError:
-            if not rounds.opened or rounds.n_prepared:   # (a run that had members to run: its own error)
-                raise
-            out = None   # every member saved before, or refused: nothing to run
+            if folder is not None and rounds.opened:
+                before = _refused_before(folder, ens, rounds.skipped) if eo.resume else []
+                folder.write_refused([r.row() for r in sorted([*before, *rounds.refused],
+                                                              key=lambda r: r.index)], _columns(ens))
         finally:
-            try:
-                if folder is not None and rounds.opened:
-                    before = _refused_before(folder, ens, rounds.skipped) if eo.resume else []
-                    folder.write_refused([r.row() for r in sorted([*before, *rounds.refused],
-                                                                  key=lambda r: r.index)], _columns(ens))
-            finally:
-                if folder is not None and folder.own_lock:
-                    folder.lock.release()
+            if folder is not None and folder.own_lock:
+                folder.lock.release()
     if out is None and not rounds.opened:
         return None   # an MPI rank other than 0
     if not rounds.costs.n and not rounds.skipped:

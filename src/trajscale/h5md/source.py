@@ -133,7 +133,7 @@ class H5MDSource(Source):
         The file's bytes, opened already (the format registry's store: read through, and closed with the
         Source); None: opened here from ``path``.
     **shipped
-        For a URL: ``storage_options`` (None: the run's, see :mod:`trajscale.storage`), and what the preparing
+        For a URL: ``storage_options`` (its location's; None: the process's), and what the preparing
         process found (:meth:`remote_state`): a worker checks the object's identity, reads by the chunk
         addresses, never HDF5's B-tree, and opens the file from the metadata bytes without a request.
     """
@@ -206,7 +206,7 @@ class H5MDSource(Source):
     def open(cls, path: str, request: OpenRequest) -> H5MDSource:
         return cls(path, group=request.group, driver=request.driver, comm=request.comm,
                    collective=request.collective, assume_units=request.assume_units, store=request.store,
-                   **(request.shipped or {}))
+                   **{"storage_options": request.storage_options, **(request.shipped or {})})
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:

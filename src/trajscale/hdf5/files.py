@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import h5py
 
 from ..storage.bytestore import ByteStore
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from .hdf5 import open_h5
 
 log = logging.getLogger(__name__)
@@ -159,8 +159,8 @@ def open_file(path: str, request: FileRequest) -> OpenedFile:
     shipped = request.shipped or {}
     store = request.store
     if store is None:
-        store = open_bytes(path, shipped.get("storage_options", request.storage_options), shipped.get("identity"),
-                           shipped.get("round_trip"))
+        store = Location(path, shipped.get("storage_options", request.storage_options)).store(
+            shipped.get("identity"), shipped.get("round_trip"))
     try:
         return file_of(store, request)
     except BaseException:

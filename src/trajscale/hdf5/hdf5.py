@@ -11,7 +11,7 @@ import h5py
 
 from ..errors import CutShortError, InputFileError, OutputError
 from ..storage.bytestore import ByteStore
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from ..util import check_input_file
 from .superblock import cut_short, stored_size
 
@@ -163,7 +163,7 @@ def opens_collectively(store: ByteStore) -> bool:
 def checked_store(path: str | os.PathLike) -> ByteStore:
     """The store of ``path``, a local file first checked (missing, a folder or empty, said as such)."""
     check_input_file(path)
-    return open_bytes(path)
+    return Location(path).store()
 
 
 #: HDF5's words when a file this process has open is opened again with other file locking.

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import CutShortError, InputFileError
 from ..hdf5.superblock import superblock_end
 from ..storage.bytestore import ByteStore, ReadOnlyFile
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from ..util import HDF5_MAGIC
 
 if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
@@ -400,7 +400,7 @@ class hdf5_of:
 def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
     """``[(member key, {"domain", "temperature", "replica"}), ...]`` of an mdCATH file, in numeric order."""
     path, _ = split_member(location)
-    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
+    with closing(Location(path, storage_options).store()) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
 
@@ -421,14 +421,14 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
 def pdb_text(location: str, storage_options: dict | None = None) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
     path, _ = split_member(location)
-    with closing(open_bytes(path, storage_options)) as store, hdf5_of(store) as f:
+    with closing(Location(path, storage_options).store()) as store, hdf5_of(store) as f:
         return read_text(f, path)
 
 
 def universe(location: str, storage_options: dict | None = None):
     """An MDAnalysis Universe of the file's protein from its ``pdbProteinAtoms`` (every member's atoms, in order)."""
     path, _ = split_member(location)
-    with closing(open_bytes(path, storage_options)) as store:
+    with closing(Location(path, storage_options).store()) as store:
         return universe_of(store, path)
 
 

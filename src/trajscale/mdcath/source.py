@@ -35,7 +35,7 @@ from ..facts import LayoutFacts
 from ..hdf5.runs import plan_atom_reads
 from ..sources.base import OpenRequest, Source, store_for
 from ..storage.bytestore import ByteStore
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from ..util import HDF5_MAGIC
 from . import kept
 from .layout import (
@@ -62,15 +62,17 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 
 log = logging.getLogger(__name__)
 
-def ensemble_members(location: str, base):
+def ensemble_members(location, base):
     """The members an mdCATH file holds, for an ensemble (:attr:`~trajscale.formats.FormatTraits.members`): one
     :class:`~trajscale.ensemble.Member` per temperature and replica, named ``{base's name}/{temperature}/{replica}``
     (``mdcath_dataset_`` left out), labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with
-    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's."""
+    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's.
+    ``location``: a path, a URL or a :class:`~trajscale.storage.location.Location` (read with its options)."""
     import dataclasses
 
-    path, only = split_member(location)
-    store = open_bytes(path, getattr(base, "storage_options", None))
+    where = Location.of(location)
+    path, only = split_member(where.where)
+    store = Location(path, where.options).store()
     try:
         file = kept.file_key(store) if only is None else None
         described = _described(kept.load(file, "members"))
@@ -196,7 +198,7 @@ class MDCATHSource(Source):
         key = member or named
         #: True when this process described the file (else a worker's, opened from the config)
         self._prepares = layout is None
-        self._store = open_bytes(path, storage_options, identity, round_trip)
+        self._store = Location(path, storage_options).store(identity, round_trip)
         try:
             if layout is None:
                 self._layout = self._describe(key)
@@ -277,7 +279,7 @@ class MDCATHSource(Source):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> MDCATHSource:
-        return cls(path)
+        return cls(path, storage_options=request.storage_options)
 
     # --------------------------------------------------------------- what it is
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
 from ..hdf5.hdf5 import open_h5
-from ..storage import current_options
+from ..storage import process_options
 from ..storage.nodecache import at_hand, opened
 from .trace import IOStats
 
@@ -116,7 +116,7 @@ class H5Dataset(_BatchReads):
         self.cache_bytes = cache_bytes
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
-        self.storage_options = {**current_options(), **dict(storage_options or {})}
+        self.storage_options = {**process_options(), **dict(storage_options or {})}
         original = opened(self.store, self.storage_options)
         try:
             self._identity = (original.state() or {}).get("identity")   # (an object's: the version read)

@@ -68,7 +68,7 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
     if isinstance(trajectories, str | os.PathLike):
         return list(Ensemble.of(trajectories, storage_options))
     from ..ensemble.catalog import members_held
-    from ..storage import using
+    from ..storage.location import Location
 
     out = []
     for t in trajectories:
@@ -77,8 +77,7 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
             continue
         loc = os.fspath(t)
         base = Member(loc.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (loc,))
-        with using(storage_options):
-            expanded = members_held(loc, base)
+        expanded = members_held(Location(loc, storage_options), base)
         out += expanded if expanded is not None else [base]
     return out
 
@@ -86,12 +85,10 @@ def _members_of(trajectories, storage_options: dict | None) -> list:
 def _opened(member, storage_options: dict | None):
     """The member's Source: an mdCATH member's own (its config); else the Source ``trajscale run`` opens."""
     from ..sources import open_source, source_from_config
-    from ..storage import using
 
-    with using(storage_options):
-        if member.source is not None:
-            return source_from_config(dict(member.source))
-        return open_source(member.run_trajectory(), member.topology)
+    if member.source is not None:   # (an object's options travel in its config)
+        return source_from_config(dict(member.source))
+    return open_source(member.run_trajectory(), member.topology, storage_options=storage_options)
 
 
 def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None,
@@ -101,15 +98,13 @@ def _describe(member, storage_options: dict | None, fields: tuple[str, ...], num
     numbers) raises.  With ``numbers`` (a dict by file), its file's atomic numbers are read into it, once per
     file.  ``check_frames``: every frame is read once (:func:`_checked_times`).
     """
-    from ..storage import using
-
     try:
         src = _opened(member, storage_options)
     except (ImportError, MemoryError):
         raise   # (the environment's failure, not the member's)
     except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
         return _why_refused(member, exc)
-    with using(storage_options), src:
+    with src:
         missing = [f for f in fields if f not in src.fields]
         if missing:
             raise InputFileError(src.path, f"member {member.name!r} has no {', '.join(missing)}")
@@ -244,10 +239,10 @@ class EnsembleDataset(_BatchReads):
         self.max_open = int(max_open)
         self.atomic_numbers = bool(atomic_numbers)
         self.cache_dir = str(cache_dir) if cache_dir else None
-        if storage_options is None:
-            from ..storage import current_options
+        if storage_options is None:   # (the process's, fixed here: they travel with the dataset to its workers)
+            from ..storage import process_options
 
-            storage_options = current_options() or None
+            storage_options = process_options() or None
         self.storage_options = storage_options
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
@@ -484,8 +479,7 @@ class _File:
     @classmethod
     def of(cls, config: dict, cache_dir: str | None, storage_options: dict | None) -> _File:
         """The file of a member with Source ``config`` (the node's copy with ``cache_dir``)."""
-        from ..storage import using
-        from ..storage.opener import open_bytes
+        from ..storage.location import Location
 
         path, entry = config.get("path"), None
         if cache_dir and config.get("identity") is not None:   # (its store shipped its state: fetched bytes)
@@ -494,9 +488,8 @@ class _File:
         if not source.shares_file_store:
             return cls(path, None, entry, config)
         try:
-            with using(storage_options):
-                store = open_bytes(config["path"], config.get("storage_options"), config.get("identity"),
-                                   config.get("round_trip"))
+            where = Location(config["path"], config.get("storage_options") or storage_options)
+            store = where.store(config.get("identity"), config.get("round_trip"))
         except BaseException:
             if entry is not None:
                 entry.close()
@@ -519,11 +512,8 @@ class _File:
     def _open(self, member: _Member, storage_options: dict | None):
         from ..sources import source_from_config
 
-        if self._shared is None:
-            from ..storage import using
-
-            with using(storage_options):
-                return source_from_config(dict(self._config))
+        if self._shared is None:   # (an object's options travel in its config)
+            return source_from_config(dict(self._config))
         return self._shared.member(member.config, member.layout)
 
     def close(self) -> None:

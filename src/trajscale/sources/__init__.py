@@ -76,13 +76,13 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
     parts join).
 
     ``storage_options`` are those of the URLs among them (docs/remote.md; over the process's own, the command
-    line's ``--storage-option``), kept in the config. ``request`` takes the fields of
+    line's ``--storage-option``), kept in the config; a :class:`~trajscale.storage.location.Location` given
+    brings its own. ``request`` takes the fields of
     :class:`~.base.OpenRequest`: ``driver``, ``comm``, ``collective`` (H5MD through MPI-IO), ``group`` and
     ``assume_units`` (``"nm"`` or ``"Angstrom"`` for datasets without a unit attribute), ``strict`` (an XTC/TRR
     whose last frame is cut short is refused (True) or read without it, with a warning (False; None: the
     process's setting, :func:`trajscale.xdr.source.refuse_partial_frames`)). ``topology`` is kept by a segment
     index for its parts."""
-    from ..storage import using
     from .base import OpenRequest
 
     given = {k: v for k, v in request.items() if k in OPEN_FIELDS}
@@ -92,28 +92,29 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
         unknown = ", ".join(sorted(set(request) - set(given)))
         raise ConfigError(f"open_source: unknown option {unknown}; it takes continuous, storage_options, "
                           f"{', '.join(OPEN_FIELDS)}")
-    one = isinstance(trajectories, (str, os.PathLike))
-    paths = [os.fspath(t) for t in ([trajectories] if one else trajectories)]
-    with using(storage_options):
-        if len(paths) == 1:   # (said as given: a part's location is made by from_parts, :func:`locate`)
-            from .registry import open_file
+    one = isinstance(trajectories, (str, os.PathLike, Location))
+    where = [Location.of(t, storage_options) for t in ([trajectories] if one else trajectories)]
+    options = where[0].options   # (the run's, one for every file of it)
+    if len(where) == 1:   # (said as given: a part's location is made by from_parts, :func:`locate`)
+        from .registry import open_file
 
-            # the file's bytes, opened once: the store that tells the format is the one the Source reads
-            return open_file(paths[0], OpenRequest(topology=None if topology is None else str(topology),
-                                                   store=_bytes_of(paths[0]), **given))
-        from .segments import SegmentedSource
+        # the file's bytes, opened once: the store that tells the format is the one the Source reads
+        return open_file(where[0].where, OpenRequest(topology=None if topology is None else str(topology),
+                                                     store=_bytes_of(where[0]), storage_options=options,
+                                                     **given))
+    from .segments import SegmentedSource
 
-        return SegmentedSource.from_parts(paths, topology, continuous=continuous, strict=given.get("strict"),
-                                          group=given.get("group"), assume_units=given.get("assume_units"))
+    return SegmentedSource.from_parts([w.where for w in where], topology, continuous=continuous,
+                                      strict=given.get("strict"), group=given.get("group"),
+                                      assume_units=given.get("assume_units"), storage_options=options)
 
 
-def _bytes_of(path: str):
-    """The :class:`~trajscale.storage.ByteStore` of ``path``; None where a local path has no bytes of its own."""
+def _bytes_of(where: Location):
+    """The :class:`~trajscale.storage.ByteStore` of ``where``; None where a local path has no bytes of its own."""
     from ..storage.bytestore import NoFile
-    from ..storage.opener import open_bytes
 
     try:
-        return open_bytes(path)
+        return where.store()
     except (NoFile, OSError):
         return None
 

@@ -15,6 +15,7 @@ from ..block import FIELD_ATTRS, Block
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..formats import FormatTraits
+from ..storage.location import Location
 
 #: Box (6 float32), time (float64) and step (int64) of one frame.
 FRAME_META_BYTES = 40
@@ -26,9 +27,7 @@ def store_for(path: str, store=None):
     if store is not None:
         yield store
         return
-    from ..storage.opener import open_bytes
-
-    own = open_bytes(path)
+    own = Location(path).store()
     try:
         yield own
     finally:
@@ -73,6 +72,8 @@ class OpenRequest:
     shipped: dict | None = None
     #: The file's bytes, opened already by the registry: the Source reads through it and closes it. Never shipped.
     store: object = None
+    #: The storage options of the file's :class:`~trajscale.storage.location.Location` (None: the process's).
+    storage_options: Mapping | None = None
 
 
 class Trait:

@@ -23,14 +23,14 @@ import dataclasses
 import functools
 import importlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError, InputFileError
 from ..formats import FALLBACK, FormatTraits, own_kinds, own_traits, traits_of
 from ..storage.bytestore import ByteStore, NoFile
-from ..storage.opener import open_bytes
+from ..storage.location import Location
 from ..util import check_input_file
 from .base import OpenRequest, Source
 
@@ -173,8 +173,8 @@ def _by_mdanalysis(path: str) -> Match | None:
     return Match(owner, fmt)
 
 
-def guess(path: str | Path) -> Match:
-    """The Source that reads ``path`` and the name of its format.
+def guess(path: str | Path, storage_options: Mapping | None = None) -> Match:
+    """The Source that reads ``path`` (read with ``storage_options``) and the name of its format.
 
     Raises
     ------
@@ -182,7 +182,7 @@ def guess(path: str | Path) -> Match:
         The file is missing, or no Source reads it (one line listing what is supported).
     """
     path = str(path)
-    store = _store_of(path)
+    store = _store_of(path, storage_options)
     try:
         return _match(path, store)
     finally:
@@ -204,10 +204,10 @@ def _match(path: str, store: ByteStore | None) -> Match:
     return match
 
 
-def _store_of(path: str) -> ByteStore | None:
+def _store_of(path: str, options: Mapping | None = None) -> ByteStore | None:
     """The store of ``path``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
     try:
-        return open_bytes(path)
+        return Location(path, options).store()
     except (NoFile, OSError):
         return None
 
@@ -290,7 +290,7 @@ def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteSt
             match = Match(for_format(request.format), request.format.upper())
         else:
             if store is None:
-                store = _store_of(path)
+                store = _store_of(path, request.storage_options)
             match = _match(path, store)
         refused = _refused_options(match.source, request) if checked else None
         if refused:
@@ -336,7 +336,8 @@ def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict
             store.close()
         raise
     with match.source.open(path, OpenRequest(format=match.format, strict=request.strict, group=request.group,
-                                             assume_units=request.assume_units, store=store)) as src:
+                                             assume_units=request.assume_units, store=store,
+                                             storage_options=request.storage_options)) as src:
         offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
         return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
                 "offsets": offsets, "damaged": src.damaged}

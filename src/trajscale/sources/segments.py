@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,6 @@ from ..facts import LayoutFacts
 from . import registry
 from .base import OpenRequest, Source, file_head
 from .locations import Location, beside, local_beside, locate
-from .locations import identity as identity_of
 from .opened import OpenSources
 from .traits import SEGMENTS
 
@@ -50,9 +50,9 @@ MAX_OPEN = 64
 MAX_ATOMS = 2**31 - 1
 
 
-def index_path(path: str | os.PathLike) -> str | None:
+def index_path(path: str | os.PathLike | Location, storage_options: Mapping | None = None) -> str | None:
     """The index file behind ``path`` (the file or object itself, or a folder's ``index.json``); None if neither."""
-    where = Location.of(path)
+    where = Location.of(path, storage_options)
     if where.identity is not None:
         return where.where
     inside = where.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
@@ -77,11 +77,11 @@ def with_parts(inputs) -> list:
     return out
 
 
-def load_index(path: str | os.PathLike) -> dict:
+def load_index(path: str | os.PathLike, storage_options: Mapping | None = None) -> dict:
     """Read and check a segment index (a file, or an object behind a URL); one clear error naming it otherwise."""
     p = os.fspath(path)
-    try:
-        index = json.loads(_index_text(p))
+    try:   # (an index is small: read whole)
+        index = json.loads(Location(p, storage_options).read().decode("utf-8", errors="replace"))
     except (OSError, ValueError) as exc:
         raise InputFileError(p, f"not a readable segment index ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not index.get("segments"):
@@ -94,17 +94,6 @@ def load_index(path: str | os.PathLike) -> dict:
                                     f"expected {expect}: the index is not contiguous")
         expect += int(seg["n_frames"])
     return index
-
-
-def _index_text(location: str) -> str:
-    """The index's text, read whole from its store (an index is small)."""
-    from ..storage.opener import open_bytes
-
-    store = open_bytes(location)
-    try:
-        return store.first_bytes(store.size).decode("utf-8", errors="replace")
-    finally:
-        store.close()
 
 
 def _is_int(v) -> bool:
@@ -172,12 +161,15 @@ class SegmentedSource(Source):
     def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
                  segments: list[dict] | None = None, n_atoms: int | None = None,
-                 fields: list[str] | None = None, chunk_frames: int | None = None) -> None:
+                 fields: list[str] | None = None, chunk_frames: int | None = None,
+                 storage_options: Mapping | None = None) -> None:
+        #: The options of the index's and its parts' locations (None: the process's), carried to the workers.
+        self._storage_options = dict(storage_options) if storage_options else None
         if segments is None:   # read the index (in the process preparing the job)
-            ip = None if index is None else index_path(index)
+            ip = None if index is None else index_path(index, storage_options)
             if ip is None:
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
-            loaded = load_index(ip)
+            loaded = load_index(ip, storage_options)
             segments = [{**seg, "path": beside(ip, seg["path"])} for seg in loaded["segments"]]
             for seg in segments:   # the offsets `trajscale index` recorded are the parts' offsets index (each
                 seg.pop("remote", None)   # checked when its part opens); what a part behind a URL holds is
@@ -220,12 +212,13 @@ class SegmentedSource(Source):
 
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> SegmentedSource:
-        return cls(path, request.topology, group=request.group, assume_units=request.assume_units)
+        return cls(path, request.topology, group=request.group, assume_units=request.assume_units,
+                   storage_options=request.storage_options)
 
     @classmethod
     def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN,
                    continuous: bool = False, strict: bool | None = None, group: str | None = None,
-                   assume_units: str | None = None) -> SegmentedSource:
+                   assume_units: str | None = None, storage_options: Mapping | None = None) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
         Every part is scanned here, once (atom counts must agree), and joined as :func:`~.chain.plan_join`
@@ -237,7 +230,8 @@ class SegmentedSource(Source):
         infos, first = [], None
         for path in parts:
             info = registry.part_record(locate(path), OpenRequest(strict=strict, group=group,
-                                                                  assume_units=assume_units))
+                                                                  assume_units=assume_units,
+                                                                  storage_options=storage_options))
             if first is None:
                 first = (path, info["n_atoms"])
             elif info["n_atoms"] != first[1]:
@@ -249,9 +243,10 @@ class SegmentedSource(Source):
             infos.append(info)
         opened = (registry.for_format(i["format"]).open(i["path"], OpenRequest(
             n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"], group=group,
-            assume_units=assume_units)) for i in infos)
+            assume_units=assume_units, storage_options=storage_options)) for i in infos)
         segments = joined_segments(infos, opened, continuous)
-        return cls(None, topology, max_open, group, assume_units, segments=segments, n_atoms=first[1])
+        return cls(None, topology, max_open, group, assume_units, segments=segments, n_atoms=first[1],
+                   storage_options=storage_options)
 
     @property
     def path(self) -> str:
@@ -292,7 +287,8 @@ class SegmentedSource(Source):
         for i, seg in enumerate(self.segments):
             cls = self._segment_class(i)
             if cls.ships_offsets and not seg.get("offsets"):
-                info = registry.part_record(seg["path"], OpenRequest(format=seg["format"]))
+                info = registry.part_record(seg["path"], OpenRequest(format=seg["format"],
+                                                                     storage_options=self._storage_options))
                 if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
                     expect = seg.get("file_frames", seg["n_frames"])
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
@@ -302,7 +298,8 @@ class SegmentedSource(Source):
         return {"kind": self.kind, "index": self._index_path, "topology": self.topology, "max_open": self.max_open,
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
                                                    for seg in self.segments],
-                "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames}
+                "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames,
+                "storage_options": self._storage_options}
 
     def _look_up_remote_parts(self) -> None:
         """Each part behind a URL is opened here once and what it found (``remote_state``) travels with the segment,
@@ -310,7 +307,7 @@ class SegmentedSource(Source):
         or B-tree over the network, and without a request for its identity (every range request checks it)."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
-            if seg.get("remote") is not None or not Location(self.segment_path(i)).costs_request:
+            if seg.get("remote") is not None or not self._part(i).costs_request:
                 continue
             state = getattr(self._segment(i), "remote_state", lambda: None)()
             if state is None:
@@ -334,11 +331,15 @@ class SegmentedSource(Source):
     def segment_path(self, i: int) -> str:
         return str(self.segments[i]["path"])
 
+    def _part(self, i: int) -> Location:
+        """Segment ``i``'s location, read with the index's options."""
+        return Location(self.segment_path(i), self._storage_options)
+
     def _segment_class(self, i: int) -> type[Source]:
         """The Source of segment ``i``'s format (recorded in the segment, else told by the file's bytes)."""
         seg = self.segments[i]
         if seg.get("format") is None:
-            seg["format"] = registry.guess(self.segment_path(i)).format
+            seg["format"] = registry.guess(self.segment_path(i), self._storage_options).format
         return registry.for_format(seg["format"])
 
     def refresh(self) -> None:
@@ -349,7 +350,7 @@ class SegmentedSource(Source):
         src = self._open.use(i)
         shipped = self.segments[i].get("remote")
         if src is not None and i not in self._checked:
-            if shipped is None and identity_of(self.segment_path(i)) != self._identity[i]:
+            if shipped is None and self._part(i).identity != self._identity[i]:
                 # rewritten in place (or replaced) since it was opened: its handle would read stale data
                 log.debug("%s changed since it was opened: reopening", self.segment_path(i))
                 self._open.drop(i)
@@ -361,13 +362,14 @@ class SegmentedSource(Source):
         self._open.make_room()
         seg, path = self.segments[i], self.segment_path(i)
         # before opening: a rewrite after it is noticed next task (a URL's: as shipped, checked by If-Match)
-        ident = identity_of(path) if shipped is None else (path, *shipped["identity"])
+        ident = self._part(i).identity if shipped is None else (path, *shipped["identity"])
         if ident is None:
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         cls = self._segment_class(i)
         # offsets shipped by get_config (None only before it ran, in the preparing process)
         src = cls.open(path, OpenRequest(n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=seg["format"],
-                                         shipped=shipped, **self._h5md_options))
+                                         shipped=shipped, storage_options=self._storage_options,
+                                         **self._h5md_options))
         expect = seg.get("file_frames", seg["n_frames"])
         if src.n_frames != expect or src.n_atoms != self.n_atoms:
             src.close()

@@ -19,12 +19,11 @@ This module imports no client library: ``import trajscale`` stays free of them.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..errors import ConfigError
 from ..util import is_url
@@ -42,32 +41,17 @@ _QUERY = re.compile(r"([?&;]([^=&;\s#]+)=)([^&;\s#]*)")
 
 #: The process's options, for the rest of its life (the command line's ``--storage-option``: :func:`set_options`).
 _PROCESS: dict = {}
-#: The options of the innermost :func:`using` block, per context: two threads never see each other's.
-_USING: contextvars.ContextVar[Mapping | None] = contextvars.ContextVar("trajscale_storage_options", default=None)
 
 
-def current_options() -> dict:
-    """The storage options of URLs opened here now: the process's (:func:`set_options`), under those of the
-    innermost :func:`using` block of this thread or task, which win where both name one; empty by default."""
-    return {**_PROCESS, **(_USING.get() or {})}
-
-
-@contextlib.contextmanager
-def using(options: Mapping | None) -> Iterator[None]:
-    """Storage options for URLs opened in this block (a run's, ``open_source``'s, ``open_dataset``'s), in this
-    thread or task only: nested calls see the innermost; None or empty changes nothing."""
-    if not options:
-        yield
-        return
-    token = _USING.set({**(_USING.get() or {}), **dict(options)})
-    try:
-        yield
-    finally:
-        _USING.reset(token)
+def process_options() -> dict:
+    """This process's storage options (:func:`set_options`; empty by default): those a
+    :class:`~.location.Location` made here starts from, under its own."""
+    return dict(_PROCESS)
 
 
 def set_options(options: Mapping | None) -> None:
-    """Set this process's storage options for the rest of its life (the command line's), under any ``using``'s."""
+    """Set this process's storage options for the rest of its life (the command line's): every
+    :class:`~.location.Location` made afterwards here carries them, under its own."""
     global _PROCESS
     _PROCESS = dict(options or {})
 
@@ -189,7 +173,5 @@ def resolve(base: str, relative: str) -> str:
     return f"{root}/{'/'.join(parts)}"
 
 
-__all__ = ["OWN_OPTIONS", "current_options", "endpoint_of", "fetched_here", "fetched_since", "forget_servers",
-           "hide_in_logs", "is_url",
-           "parse_option", "parse_options",
-           "redacted", "resolve", "set_options", "shown", "using"]
+__all__ = ["OWN_OPTIONS", "endpoint_of", "fetched_here", "fetched_since", "forget_servers", "hide_in_logs", "is_url",
+           "parse_option", "parse_options", "process_options", "redacted", "resolve", "set_options", "shown"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote, urljoin
 
 from ..errors import ConfigError
-from . import current_options
+from . import process_options
 from .clients import _build, _client, trusted_bundle
 from .objects import Identity, RemoteObject
 from .retry import RemoteError, classify
@@ -303,7 +303,7 @@ class HubObject(RemoteObject):
 
     def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
         self.hub_path = HubPath.of(url)
-        options = dict(current_options() if options is None else options)
+        options = dict(process_options() if options is None else options)
         handed = options.pop(HANDED, None)
         super().__init__(url, options, identity)
         self.commit = identity.version if identity is not None else None

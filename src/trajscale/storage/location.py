@@ -30,8 +30,9 @@ GLOB_CHARACTERS = "*?["
 
 @dataclass(frozen=True)
 class Location:
-    """A path or a URL (``where``) and the storage options its bytes are read with (None: the current ones,
-    :func:`trajscale.storage.current_options`, when it is read).
+    """A path or a URL (``where``) and the storage options its bytes are read with: made where a file enters
+    trajscale and carried from there (in a Source's config, to a worker), so every process reads with the same
+    options. It pickles as those two values; its store is opened in the process that reads.
 
     Examples
     --------
@@ -42,18 +43,22 @@ class Location:
     """
 
     where: str
+    #: The options given, over the process's (:func:`trajscale.storage.set_options`), taken when it is made.
     options: Mapping | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.where, str):
             object.__setattr__(self, "where", os.fspath(self.where))
+        from . import process_options
+
+        object.__setattr__(self, "options", {**process_options(), **dict(self.options or {})})
 
     @classmethod
     def of(cls, value: Location | str | os.PathLike, options: Mapping | None = None) -> Location:
         """``value`` as a location: a :class:`Location` as it is (with ``options`` where it has none), else new."""
         if isinstance(value, Location):
-            return value if options is None or value.options is not None else Location(value.where, options)
-        return cls(os.fspath(value), dict(options) if options else None)
+            return value if not options or value.options else Location(value.where, options)
+        return cls(os.fspath(value), options)
 
     def __str__(self) -> str:
         return self.where
@@ -126,16 +131,15 @@ class Location:
         shared by every location and object of it (:mod:`.server`); a local path has none (ConfigError)."""
         if self.local:
             raise ConfigError(f"{self.where}: a local path, not a URL: it has no server")
-        from . import current_options
         from .server import server_of
 
-        return server_of(self.where, current_options() if self.options is None else self.options)
+        return server_of(self.where, self.options)
 
     def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
         """Its bytes: a local file, or the object behind the URL, read with this location's options."""
         from .opener import open_bytes
 
-        return open_bytes(self.where, None if self.options is None else dict(self.options), identity, round_trip)
+        return open_bytes(self.where, dict(self.options), identity, round_trip)
 
     @property
     def size(self) -> int:

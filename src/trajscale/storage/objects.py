@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError, InputFileError, ServerUnreachable
 from ..util import scheme_of
-from . import current_options, endpoint_of
+from . import endpoint_of, process_options
 from .bytestore import ByteStore, Validator
 from .clients import split_url, trusted_bundle
 from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
@@ -102,7 +102,7 @@ class RemoteObject(ByteStore):
                                  "URLs with a query string (presigned URLs) are not read: give s3://BUCKET/KEY "
                                  "with credentials in the environment, or a plain http(s) URL")
         self.url = url
-        self.options = dict(current_options() if options is None else options)
+        self.options = dict(process_options() if options is None else options)
         #: the server's store and outage clock, shared with every other object of it in this process
         self.server = server_of(url, self.options)
         self._own, self._client, self._fs = self.server.own, self.server.client, self.server.fs

@@ -34,7 +34,7 @@ from .traits import XDR
 XDR_FORMATS = ("XTC", "TRR")
 #: Bytes of a file's head that tell XTC from TRR (the magic number; a TRR's version string).
 HEAD_BYTES = 24
-#: How another process opens an object's bytes (``ByteStore.state``), in ``open_bytes``' order.
+#: How another process opens an object's bytes (``ByteStore.state``): its location's options, identity, round trip.
 STORE_STATE = ("storage_options", "identity", "round_trip")
 #: GROMACS units to MDAnalysis's (nm -> Å; kJ/(mol nm) -> kJ/(mol Å)), per field.
 XDR_SCALE = {"position": np.float32(10.0), "velocity": np.float32(10.0), "force": np.float32(0.1)}
@@ -87,9 +87,10 @@ class XDRSource(OneFileSource):
         self._path = str(path)
         self._view = None
         if store is None:
-            from ..storage.opener import open_bytes
+            from ..storage.location import Location
 
-            store = open_bytes(self._path, *(state.get(k) for k in STORE_STATE))
+            store = Location(self._path, state.get("storage_options")).store(state.get("identity"),
+                                                                            state.get("round_trip"))
         self._store = store
         self._format = (format or xdr_format(self._store.first_bytes(HEAD_BYTES))
                         or self.suffixes.get(Path(self._path).suffix.lower()) or "XTC").upper()
@@ -135,8 +136,8 @@ class XDRSource(OneFileSource):
     @classmethod
     def open(cls, path: str, request: OpenRequest) -> XDRSource:
         return cls(path, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
-                   strict=request.strict, store=request.store,
-                   **(request.shipped or {}))   # (an object's options and identity)
+                   strict=request.strict, store=request.store,   # (an object's options and identity)
+                   **{"storage_options": request.storage_options, **(request.shipped or {})})
 
     def remote_state(self) -> dict | None:
         """What another process opens the file's bytes with, without a request (shipped per part); None if local."""
