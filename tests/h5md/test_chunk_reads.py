@@ -170,13 +170,12 @@ class CountingFile(LocalFile):
 
 @pytest.mark.parametrize("layout", ["frame", "deltas"])
 def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, layout, monkeypatch):
-    """The frames come from the byte store the Source opened (its descriptor: the gather of uncompressed
+    """The frames come from the byte store the Source reads (its descriptor: the gather of uncompressed
     frames, the stored Blosc chunks decoded in place), not from HDF5: the store counts them, and they equal
     HDF5's own read of the same file."""
     pytest.importorskip("hdf5plugin")
     from trajscale.convert.convert import convert
     from trajscale.h5md.layout import Layout
-    from trajscale.hdf5 import files
 
     path = str(tmp_path / f"{layout}.h5md")
     if layout == "frame":
@@ -184,10 +183,9 @@ def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, 
     else:
         convert(adk_vacuum[0], [adk_vacuum[1]], path, layout=Layout.parse("7", "blosc-lz4"), precision=0.01,
                 encoding="deltas")
-    monkeypatch.setattr(files, "open_bytes", lambda p, *a: CountingFile(str(p)))
     monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)())
     atoms = np.arange(0, 3341, 7)
-    with H5MDSource(path) as src:
+    with H5MDSource(path, store=CountingFile(path)) as src:
         store = src.store
         assert isinstance(store, CountingFile)
         got = src.read(0, 98, atoms).positions.copy()
