@@ -223,7 +223,7 @@ def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None
     if pins is None:
         with _PINS_LOCK:
             _PINS.clear()
-    options = dict(current_options() if options is None else options)
+    options = dict(process_options() if options is None else options)
     for key, sha in (pins or {}).items():
         hp = HubPath.of(f"{key}/")
         try:
@@ -247,7 +247,7 @@ def pinned_revisions() -> dict[str, str]:
 def pinned(url: str, options: dict | None) -> str:
     """``url`` with its revision replaced by the commit it is at."""
     hp = HubPath.of(url)
-    return hp.at(commit_of(hp, dict(current_options() if options is None else options)))
+    return hp.at(commit_of(hp, dict(process_options() if options is None else options)))
 
 
 def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
