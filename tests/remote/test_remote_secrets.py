@@ -5,6 +5,7 @@ a pool of workers, a resumed run, ``inspect``, the error line of a failed run.""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import h5py
@@ -114,6 +115,18 @@ def test_a_password_in_a_url_is_what_reads_a_private_object(private, s3_server, 
     proc = run_cli_here("inspect", f"{base}/adk.xtc", "--json", env=env, cwd=tmp_path)
     assert proc.returncode == 0 and '"n_frames": 10' in proc.stdout, proc.stderr
     assert f'"path": "{base.replace(SECRET, "***")}/adk.xtc"' in proc.stdout
+
+
+def test_a_resumable_outputs_record_names_a_private_input_without_its_password(private):
+    from trajscale.convert.resume import ResumeKey, WriteMode
+
+    base = private[0]
+    key = ResumeKey.of("convert", WriteMode.SERIAL, [TPR, f"{base}/adk.xtc"], {})
+    said = json.dumps(key.to_dict())
+    assert SECRET not in said and f"{PRIVATE[0]}:***@" in said
+    assert key.difference(ResumeKey.from_dict(json.loads(said))) is None   # a resume matches on what it wrote
+    other = ResumeKey.of("convert", WriteMode.SERIAL, [TPR, f"{base}/damaged.xtc"], {})
+    assert "another input" in other.difference(key)
 
 
 def test_a_node_local_copy_of_a_private_object_keeps_no_password(private, tmp_path):

@@ -66,10 +66,12 @@ class InputIdentity:
     @classmethod
     def of(cls, path: str | os.PathLike) -> InputIdentity:
         """``path``'s name, size and version (:meth:`~trajscale.storage.bytestore.ByteStore.stamp`: a local
-        file's mtime, an object's ETag)."""
+        file's mtime, an object's ETag); a URL as shown, without its password: the record is written to disk."""
+        from ..storage import redacted
         from ..storage.location import Location
 
-        return cls(*Location(path).store().stamp())
+        name, size, version = Location(path).store().stamp()
+        return cls(redacted(name), size, version)
 
 
 @dataclass(frozen=True, slots=True)
