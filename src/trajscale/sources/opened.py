@@ -3,24 +3,58 @@
 A segmented trajectory's parts, an ensemble worker's members (one cache per thread) and the ML ensemble
 dataset's files are each kept in an :class:`OpenSources`, the one mechanism that bounds what a process holds
 open, counts what it opened and keeps what the closed ones read, so that totals only grow.
+
+Each cache's ``limit`` is its share; all of a process's caches together hold at most :data:`BUDGET` sources
+(one open file each at most), however they nest: an ensemble of segmented members holds ``BUDGET``, not
+members times parts.  Past it, the thread that opens closes its own least recently used source, never one
+that contains the cache it is adding to (a member whose part it opens), nor another thread's (in use there).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
+
+#: Sources a process keeps open, all its caches together: below the 256 open files a process may hold by
+#: default on macOS (Linux: 1,024), leaving room for the run's own files, sockets and libraries.
+BUDGET = 128
+
+# every open source of the process, least recently used first: (cache id, key) -> (cache, using thread)
+_ALL: OrderedDict[tuple[int, Hashable], tuple[OpenSources, int]] = OrderedDict()
+_HELD_BY: dict[int, tuple[int, Hashable]] = {}   # id(source) -> its entry in _ALL
+_LOCK = threading.Lock()
+
+
+def _forget_all() -> None:
+    """A fork's inherited sources are the parent's: dropped from the budget, not closed."""
+    global _LOCK
+    _ALL.clear()
+    _HELD_BY.clear()
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_all)
+
+
+def open_now() -> int:
+    """Sources open in this process now, every cache's."""
+    return len(_ALL)
 
 
 class OpenSources:
     """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the
     order last used, at most ``limit``. ``on_close(key, source)`` is called before a source is closed.
-    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts."""
+    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts.
+    ``owner``: the source these are parts of (kept open, and used, while they are)."""
 
     def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None,
-                 list_paths: bool = True) -> None:
+                 list_paths: bool = True, owner: object = None) -> None:
         self.limit = max(1, int(limit))
         self._open: OrderedDict[Hashable, object] = OrderedDict()
         self._on_close = on_close
+        self._owner = owner
         #: sources opened so far, and their paths in order (empty without ``list_paths``)
         self.opens = 0
         self.opened: list[str] = []
@@ -36,17 +70,49 @@ class OpenSources:
         src = self._open.get(key)
         if src is not None:
             self._open.move_to_end(key)
+            self._touch((id(self), key))
         return src
 
+    def _touch(self, entry: tuple[int, Hashable] | None) -> None:
+        """``entry`` and the sources holding it, used now by this thread (under its budget)."""
+        me = threading.get_ident()
+        with _LOCK:
+            while entry in _ALL:
+                _ALL.move_to_end(entry)
+                cache = _ALL[entry][0]
+                _ALL[entry] = (cache, me)
+                entry = _HELD_BY.get(id(cache._owner))
+
+    def _holders(self) -> set[tuple[int, Hashable]]:
+        """The entries of the sources this cache is part of (never closed to make room in it)."""
+        held, entry = set(), _HELD_BY.get(id(self._owner))
+        while entry in _ALL and entry not in held:
+            held.add(entry)
+            entry = _HELD_BY.get(id(_ALL[entry][0]._owner))
+        return held
+
     def make_room(self) -> None:
-        """Close the least recently used sources until one more may be opened (the limit holds while it opens)."""
+        """Close the least recently used sources until one more may be opened (the limit and the process's
+        budget hold while it opens)."""
         while len(self._open) >= self.limit:
             self.drop(next(iter(self._open)))
+        me = threading.get_ident()
+        while len(_ALL) >= BUDGET:
+            with _LOCK:
+                keep = self._holders()
+                victim = next(((c, k) for (_, k), (c, t) in _ALL.items() if t == me and (id(c), k) not in keep), None)
+            if victim is None:
+                return   # (what is open is this thread's chain, or in use elsewhere)
+            victim[0].drop(victim[1])
 
     def add(self, key: Hashable, src, path: str | None = None) -> None:
         """Keep ``src``, just opened, as ``key``'s (room made first); ``path`` names its file (default: its own)."""
         self.make_room()
         self._open[key] = src
+        with _LOCK:
+            _ALL[(id(self), key)] = (self, threading.get_ident())
+            _HELD_BY[id(src)] = (id(self), key)
+        self._touch(_HELD_BY.get(id(self._owner)))
         self.opens += 1
         if self._list_paths:
             self.opened.append(str(path if path is not None else src.path))
@@ -55,6 +121,9 @@ class OpenSources:
     def drop(self, key: Hashable) -> None:
         """Close ``key``'s source, keeping what it read in the totals."""
         src = self._open.pop(key)
+        with _LOCK:
+            _ALL.pop((id(self), key), None)
+            _HELD_BY.pop(id(src), None)
         try:
             if self._on_close is not None:
                 self._on_close(key, src)
@@ -104,4 +173,4 @@ def added_stats(a: dict | None, b: dict | None) -> dict | None:
     return {k: a.get(k, 0) + v for k, v in b.items()}
 
 
-__all__ = ["OpenSources", "added_stats"]
+__all__ = ["BUDGET", "OpenSources", "added_stats", "open_now"]

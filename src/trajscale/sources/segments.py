@@ -192,7 +192,7 @@ class SegmentedSource(Source):
         #: per segment: (step, time) added to its frames' (the join's renumbering), None for none
         self._shifts = [(int(s.get("shift_step", 0)), float(s.get("shift_time", 0.0)))
                         if s.get("shift_step") or s.get("shift_time") else None for s in segments]
-        self._open = OpenSources(self.max_open, self._forget)
+        self._open = OpenSources(self.max_open, self._forget, owner=self)
         # each open part's identity, and those checked since refresh(): a worker stats only the parts it reads
         self._identity: dict[int, tuple] = {}
         self._checked: set[int] = set()

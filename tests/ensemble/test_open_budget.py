@@ -1,0 +1,63 @@
+"""Every cache of open sources in a process shares one budget: an ensemble of segmented members holds at most
+the budget open (the process's /proc/self/fd, counted by the analysis itself at every frame), not members
+times parts."""
+
+from __future__ import annotations
+
+import gc
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import trajscale as ts
+from trajscale.analysis.user import per_frame
+from trajscale.sources import opened
+
+from .test_many import numpy_rgyr
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+
+PDB = ("ATOM      1  C   ALA A   1       0.000   0.000   0.000  1.00  0.00           C\n"
+       "ATOM      2  O   ALA A   1       1.000   0.000   0.000  1.00  0.00           O\n"
+       "ATOM      3  N   ALA A   1       0.000   1.000   0.000  1.00  0.00           N\nEND\n")
+
+
+def segmented_ensemble(folder, members: int, parts: int) -> np.ndarray:
+    """``members`` members of ``parts`` one-frame XTC files of 3 atoms each, a topology and a catalog listing
+    each member's parts in one cell; the positions written, in Å, ``(members, parts, 3, 3)``."""
+    (folder / "top.pdb").write_text(PDB)
+    pos_nm = (np.random.default_rng(5).random((members, parts, 3, 3)) * 2.0).astype(np.float32)
+    box = np.diag([3.0, 3.0, 3.0]).astype(">f4").tobytes()
+    lines = ["name,topology,trajectory"]
+    for m in range(members):
+        names = [f"m{m:03d}_{p:02d}.xtc" for p in range(parts)]
+        for p, name in enumerate(names):   # (each part numbers its frame on from the last: one chain)
+            (folder / name).write_bytes(struct.pack(">iiif", 1995, 3, p, float(p)) + box + struct.pack(">i", 3)
+                                        + pos_nm[m, p].astype(">f4").tobytes())
+        lines.append(f"m{m:03d},top.pdb,{' '.join(names)}")
+    (folder / "catalog.csv").write_text("\n".join(lines) + "\n")
+    return pos_nm * np.float32(10.0)
+
+
+@per_frame
+def open_files(positions, box):
+    """This process's open file descriptors, once per frame."""
+    return np.full(len(positions), len(os.listdir("/proc/self/fd")), np.float64)
+
+
+def test_segmented_members_hold_at_most_the_budget(tmp_path, monkeypatch):
+    """40 members of 8 parts, each member's parts kept open (64 a member by default) and 16 members kept: 128
+    files without one budget; with a budget of 12, at most 12 (and every member's result as NumPy's)."""
+    monkeypatch.setattr(opened, "BUDGET", 12)
+    pos = segmented_ensemble(tmp_path, 40, 8)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(tmp_path / "catalog.csv"))
+    assert len(rgyr) == 40 and not rgyr.refused
+    np.testing.assert_allclose(rgyr.columns()["rgyr"].reshape(40, 8), numpy_rgyr(pos), rtol=2e-6)
+    counts = fds.columns()["values"]
+    assert counts.max() - before <= 12 + 1, (before, counts.max())   # (+1: the topology, read while preparing)
+    assert counts.max() - before >= 8   # (a member's parts were held: the budget was what bounded them)
+    assert opened.open_now() == 0   # (the run closed what it opened)
