@@ -1,11 +1,9 @@
 """What decides a followed run's next round: a trajectory still being written, or an IMD stream.
 
-The run engine runs the rounds; this module decides them.  At each look the root takes a
-:func:`~trajscale.sources.follow.snapshot` (only whole frames count) and hands the new frames to the engine as a
-round.  Partials combine exactly, so the result has the same bits as a run over the finished file, however the
-frames arrived.  The run ends when the writer marks the file complete, after ``idle`` seconds without a frame, when
-the file is replaced or damaged, or on Ctrl-C/SIGTERM (:class:`~trajscale.endings.Ending`).  An IMD stream is
-followed through the H5MD file its receiver process writes (:func:`~trajscale.imd.start_receiver`)."""
+The run engine runs the rounds; this module decides them, handing each look's new whole frames to the engine.
+Partials combine exactly, so the result has the same bits as a run over the finished file, however the frames
+arrived.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Frames streamed over IMD (v2 or v3, through ``imdclient``) written into an H5MD file as they come.
-
-:func:`receive` runs in its own process, writing each frame with
-:class:`~trajscale.pwrite.ParallelWriter` (a frame counts once it is whole); the followed run analyses
-that file.  The stream's end closes the file, which marks it complete.  IMD sends Å and ps."""
+"""Frames streamed over IMD (v2 or v3, through ``imdclient``) written into an H5MD file as they come, in a
+process of their own; the followed run analyses that file. IMD sends Å and ps."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Run plans: several analyses in one TOML file, run in one pass (``trajscale run --plan``, ``trajscale.read_plan``).
 
-A plan has one table per analysis, named as its ``trajscale run`` command (``[rmsd]``; ``[[rdf]]`` for
-several of one kind); its keys are that command's option names (``select``, ``fit-select``, ...) and
-``out``, the analysis's results file.  The command line and Python read a plan with the same function
-(:func:`read_plan`), so a plan means the same analyses in a script as on the command line::
-
-    planned = trajscale.read_plan("plan.toml")
-    results = trajscale.run([p.analysis for p in planned], "top.psf", "traj.xtc")
+The command line and Python read a plan with the same function, so a plan means the same analyses in a script as
+on the command line.
 """
 
 from __future__ import annotations

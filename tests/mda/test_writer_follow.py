@@ -22,9 +22,9 @@ from MDAnalysisTests import datafiles as D
 
 import trajscale as ts
 import trajscale.mda  # noqa: F401
+from tests.support.follow import complete_frames
 from trajscale.follow import FollowOptions
 from trajscale.h5md.writer import COMPLETE_ATTR
-from trajscale.pwrite.follow import complete_frames
 from trajscale.pwrite.repair import repair
 
 warnings.filterwarnings("ignore", module="MDAnalysis")

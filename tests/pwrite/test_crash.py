@@ -100,7 +100,7 @@ def test_killed_writer_leaves_complete_frames_and_repair(tmp_path, caplog, n, st
 
 def test_live_reader_sees_only_complete_frames(tmp_path):
     """``inspect --follow``'s reader, polling while 2 ranks write: every frame it counts is whole."""
-    from trajscale.pwrite.follow import follow
+    from tests.support.follow import follow
 
     out = tmp_path / "live.h5md"
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import kill_and_reap, mpiexec
 from tests.pwrite.publish_script import frame
-from trajscale.pwrite.follow import complete_frames
+from tests.support.follow import complete_frames
 
 SCRIPT = str(Path(__file__).with_name("publish_script.py"))
 #: How long a follower may take to see a written frame. Publishing is one flush when the write returns,

@@ -1,11 +1,7 @@
 """Distance between the centres of mass of two selections per frame, with minimum image.
 
-What MDAnalysis users write as a loop over the trajectory::
-
-    calc_bonds(g1.center_of_mass(), g2.center_of_mass(), box=u.dimensions)
-
-The centres are the mass-weighted means of the coordinates as stored (MDAnalysis's ``center_of_mass()``,
-no unwrapping), and the distance between them is taken by minimum image in each frame's box.
+MDAnalysis users' ``calc_bonds(g1.center_of_mass(), g2.center_of_mass(), box=u.dimensions)`` per frame: the
+centres of the coordinates as stored (no unwrapping), the distance by minimum image in each frame's box.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Backbone φ/ψ dihedral angles per frame, as ``MDAnalysis.analysis.dihedrals.Ramachandran`` computes them.
 
-The residues and their five backbone atoms are picked as MDAnalysis's ``Ramachandran`` picks them (the
-same residues left out), once per topology, from its per-atom names with NumPy
-(:func:`~trajscale.analysis.residues.backbone_quintuples`), without building a Universe when the topology's
-labels are cached.  The angles are computed for whole blocks of frames in float64: each bond vector
-minimum-imaged in the frame's box (as ``calc_dihedrals(..., box=)``), then ``atan2`` of the two normals'
-cross and dot products; by the compiled kernel for frames without a box or with an orthorhombic one, with
-NumPy for triclinic boxes.  ``sincos=True`` gives the periodic features Markov-state models and neural
-networks take (an angle near ±180° is one place on the circle, not two ends of a line).
+The residues are picked once per topology, from its per-atom names with NumPy, without a Universe when the
+topology's labels are cached. The angles are computed for whole blocks of frames in float64, each bond vector
+minimum-imaged in its frame's box, so any split of the frames gives the same bits.
 """
 
 from __future__ import annotations

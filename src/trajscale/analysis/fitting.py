@@ -1,8 +1,5 @@
-"""Optional superposition of every frame onto a reference before an analysis (``fit_select``).
-
-What MDAnalysis users do with ``align.AlignTraj(u, ref, select=fit_select)`` before
-RMSF or an average structure, done per block instead of rewriting the trajectory.
-"""
+"""Optional superposition of every frame onto a reference before an analysis (``fit_select``), per block, as
+MDAnalysis users do with ``align.AlignTraj`` before RMSF or an average structure."""
 
 from __future__ import annotations
 

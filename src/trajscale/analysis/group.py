@@ -1,11 +1,8 @@
 """Several analyses in one pass over the trajectory, as cpptraj runs the actions of one input.
 
-:class:`AnalysisGroup` is itself an :class:`~trajscale.analysis.base.Analysis`, so every executor and kind
-of run runs it unchanged.  Each block is read once, over the union of its analyses' atoms, and each
-analysis maps a contiguous copy of exactly the atoms it reads alone, so its result has the same bits.  An
-analysis whose kernel gathers its atoms itself (the RDF) defines ``map_view(block, prep, view)``, which
-skips the copy.  Each analysis's partials are reduced by its own ``reduce``, and its compute seconds
-travel with them for the report.
+Each analysis maps a contiguous copy of exactly the atoms it reads alone, so its result has the same bits as
+alone; one whose kernel gathers its atoms itself (the RDF) defines ``map_view(block, prep, view)``, which skips
+the copy.
 """
 
 from __future__ import annotations

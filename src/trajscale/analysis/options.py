@@ -1,8 +1,6 @@
 """What an analysis offers the command line: its options, declared once beside the analysis.
 
-An analysis class sets ``command = Command(help, out, options)``; ``trajscale run NAME``, a run plan's
-``[NAME]`` tables and the docs' table of defaults are all built from it.  An option's default is its
-constructor keyword's, so Python and the command line cannot disagree about it.
+An option's default is its constructor keyword's, so Python and the command line cannot disagree about it.
 """
 
 from __future__ import annotations

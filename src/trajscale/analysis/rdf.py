@@ -1,9 +1,8 @@
 """Radial distribution function between two selections, as ``MDAnalysis.analysis.rdf.InterRDF``.
 
-Each block's partial is a histogram of pair distances plus the summed box volume and frame count;
-partials add, so every split gives the same counts.  The compiled cell list (:mod:`trajscale.kernels.pairs`)
-repeats ``capped_distance``'s arithmetic, so the counts equal ``InterRDF``'s.  Every frame needs a periodic
-box (``needs_box``): g(r) divides by the mean box volume.
+Partials (a histogram of pair distances, the summed box volume and the frame count) add, so every split gives
+the same counts; the compiled cell list repeats ``capped_distance``'s arithmetic, so the counts equal
+``InterRDF``'s.
 """
 
 from __future__ import annotations

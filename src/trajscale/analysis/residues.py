@@ -1,10 +1,8 @@
 """A topology's atoms and residues as plain arrays: what features are labelled with, and the backbone's
 dihedral atoms found from them.
 
-:func:`atom_table` reads a topology file's labels from :func:`trajscale.topology.atom_labels` (parsed
-once per file version, then cached without MDAnalysis), or a Universe's from its atoms.  :func:`derived`
-keeps what an analysis computes from them per topology object, which ensemble members that share a
-topology share: each is computed once per distinct topology and configuration, not once per member.
+:func:`derived` keeps what an analysis computes from them per topology object, so ensemble members that share
+a topology compute it once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """User functions as analyses: ``@per_frame`` series and ``Reduce`` accumulators.
 
-A function of an importable module travels to workers by its import path (``"module:function"``); one
-of a script or a notebook (``__main__``, which workers do not have) by value, pickled with cloudpickle.
-It runs on whole blocks, ``fn(positions, box)`` with positions ``(F, N, 3)`` float32 Å and box ``(F, 6)``,
-so it can stay vectorised over frames.
+A function of an importable module travels to workers by its import path; one of a script or a notebook
+(``__main__``, which workers do not have) by value, pickled with cloudpickle. It runs on whole blocks, so it
+can stay vectorised over frames.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The ``.trajscale`` accessor of a trajectory Dataset: selections, read counters, writing back.
-
-Registered when :mod:`trajscale.arrays` is imported (the backend imports it), never by ``import
-trajscale``.
-"""
+"""The ``.trajscale`` accessor of a trajectory Dataset: selections, read counters, writing back."""
 
 from __future__ import annotations
 

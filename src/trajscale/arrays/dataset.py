@@ -1,16 +1,8 @@
 """A trajectory as a lazy xarray Dataset: variables over a Source, chunked as the trajectory is stored.
 
-Variables (in MDAnalysis's units: Å, ps, Å/ps, kJ/(mol Å); ``units`` names each as H5MD writes it,
-``stored_units`` the file's own when it differs):
-
-* ``positions`` ``(frame, atom, spatial)`` float32; ``velocities``, ``forces`` where stored;
-* ``box`` ``(frame, cell)`` float32 ``[a, b, c, alpha, beta, gamma]``, where the trajectory has one;
-* coordinates ``time`` (ps) and ``step`` along ``frame`` (lazy: an XTC chain's times cost a decode of every
-  frame), ``atom`` (indices in the trajectory, kept through selections), and the per-atom ``name``,
-  ``resname``, ``resid``, ``segid``, ``element`` and ``mass`` where known.
-
-Each lazy variable's ``preferred_chunks`` groups the stored chunks into chunks of about
-:data:`TARGET_CHUNK_BYTES`, every boundary a stored chunk's, so ``chunks={}`` gives Dask chunks worth a task each.
+Values are in MDAnalysis's units (``units`` names each as H5MD writes it, ``stored_units`` the file's own).
+Each lazy variable's ``preferred_chunks`` groups whole stored chunks into about :data:`TARGET_CHUNK_BYTES`, so
+``chunks={}`` gives Dask chunks worth a task each.
 """
 
 from __future__ import annotations

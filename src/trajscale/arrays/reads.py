@@ -1,13 +1,8 @@
 """How an array's frames and atoms are read: a picklable opener over the process's cached Source.
 
-A :class:`SourceOpener` holds how to open a trajectory (its Source's ``get_config()``), never an open handle, as
-xarray's ``CachingFileManager`` does: pickled into a Dask graph, it opens the Source on a worker once per thread
-(:func:`trajscale.executors.base.cached_source`: an XTC reader's position is one per handle).
-
-Every read adds its bytes to one counter per trajectory in the process (:func:`bytes_read`), under a lock: Dask's
-threads read through Sources of their own, which no thread-local count sees.
-
-:func:`read_rows` turns one outer index into ``Source.read(start, stop, atoms, stride)`` calls.
+A :class:`SourceOpener` holds how to open a trajectory, never an open handle, as xarray's ``CachingFileManager``
+does. Every read adds its bytes to one counter per trajectory in the process, under a lock: Dask's threads read
+through Sources of their own, which no thread-local count sees.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Write a trajectory Dataset back as an H5MD file, a slab of frames at a time.
-
-The Dataset may be any cut of one ``trajscale`` opened, or hold computed positions, lazy or in memory: one slab
-of frames is computed and held at a time (``max_slab_mb``). The file is written with ``convert``'s layout
-defaults under a temporary name, fsynced and renamed when complete; an existing file is replaced only with
-``overwrite``, and the Dataset's own trajectory never.
-"""
+"""Write a trajectory Dataset back as an H5MD file, one slab of frames computed and held at a time."""
 
 from __future__ import annotations
 

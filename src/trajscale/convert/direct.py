@@ -1,11 +1,8 @@
 """Parallel convert into one preallocated file: workers ``pwrite`` their frames, nothing is joined.
 
-For an output with no filter (no compression, precision or checksum), every per-frame dataset can be
-created at its final length with its storage allocated, so each frame has a fixed byte address
-(:mod:`trajscale.h5md.direct_write`).  The preparing process creates the partial output and plans the
-addresses; each worker writes its frames' bytes there with no HDF5 open for writing: no segment file, no
-join copy.  A worker counts frames in its own record only after an ``fdatasync``; the file is renamed
-only when every range is counted whole and every time series read back at the expected length.
+An output with no filter is created at its final length with its storage allocated, so each frame has a fixed
+byte address (:mod:`trajscale.h5md.direct_write`): no segment file, no join copy. A worker counts frames in its
+own record only after an ``fdatasync``.
 """
 
 from __future__ import annotations

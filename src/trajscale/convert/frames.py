@@ -1,9 +1,7 @@
 """Write one range of a conversion's output frames into a file, resumably: the worker's side.
 
-A :class:`ConvertJob` is everything a worker needs as plain values: the preparing process opens every
-input once and computes the frames each output range takes from each file and each file's step/time shift
-(``sources.chain.plan_join``), so a worker opens only the files of its own range.  :func:`write_range`
-counts ``{"done": n}`` in its own record after each slab is committed, and continues from there.
+A :class:`ConvertJob` holds, as plain values, the frames each output range takes from each file and each file's
+step/time shift, so a worker opens only the files of its own range.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Copy an HDF5 file's structure, and join per-worker segment files into one file.
 
-:func:`copy_structure` copies every group, dataset, attribute and link of a file, keeping hard-linked
-objects one object, and lets the caller create the time series.  :func:`copy_frames` fills one dataset
-from a segment's, aligned compressed chunks as they are stored (no recompression), anything else in slabs
-of whole frames; :func:`virtual_series` maps a dataset's frames to the segment files (an HDF5 VDS any
-reader reads as one dataset).
+Hard-linked objects stay one object; aligned compressed chunks are copied as they are stored (no recompression).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The options of ``convert``, ``rechunk`` and ``verify``, as frozen records that travel together.
 
-After zarr's ``ArraySpec``/``ArrayConfig`` split of *what is stored* (:class:`OutputSpec`: it decides the output's
-bytes) from *how it is written* (:class:`WriteOptions`: it never changes them); :class:`ReadOptions` (which atoms
-and frames, how inputs are joined) is shared by ``convert`` and ``verify``, so a file is verified against exactly
-what it was converted from. :class:`ConvertOptions` and :class:`RechunkOptions` hold them with their command's own
-options; the Python calls also take their fields as flat keyword arguments (:func:`with_options`).
+After zarr's ``ArraySpec``/``ArrayConfig``: *what is stored* (:class:`OutputSpec`) apart from *how it is written*
+(:class:`WriteOptions`); :class:`ReadOptions` is shared by ``convert`` and ``verify``, so a file is verified
+against exactly what it was converted from.
 """
 
 from __future__ import annotations

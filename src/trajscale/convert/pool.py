@@ -1,9 +1,8 @@
 """Run plain tasks (convert's and rechunk's segment writers, pack's file readers) on an executor, stoppably.
 
-Each executor of the registry that runs such tasks names its runner here (``convert_runner``): serial, a local
-process pool, a Dask cluster, or the ranks of an MPI launcher. The tasks are module-level functions with plain
-arguments that write their own files and records, so nothing comes back but a count. On a SIGTERM/Ctrl-C the workers
-are told to stop, which they act on between slabs, so every segment is left closed and counted for ``--resume``.
+The tasks are module-level functions with plain arguments that write their own files and records, so nothing
+comes back but a count. On a SIGTERM/Ctrl-C the workers stop between slabs, so every segment is left closed and
+counted for ``--resume``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Rewrite an H5MD (or any HDF5) file with a new layout, keeping every dataset, attribute and link.
 
-The per-atom time series (``particles/*/{position,velocity,force}/value``) are copied in slabs into
-datasets with the new chunks and compression (with ``precision``, rounded first); everything else is copied
-as it is, and hard-linked objects (H5MD's shared step/time) stay one object.
-
-Resumable (``convert.resume``): the output is written under a partial name beside a progress record, and
-renamed only when every frame of every dataset is written and its count checked.  Uncompressed outputs,
-serial or on processes/Dask, are allocated whole and each worker copies its frames to their byte addresses
-(:func:`rechunk_range_direct`, ``convert.direct``); otherwise, in parallel, each worker rewrites its range
-into a segment file (:func:`rechunk_range`), then copied into the output or kept as virtual datasets, as
-``convert``'s are (``convert.segmented``).
+The per-atom time series are copied in slabs with the new chunks and compression; everything else is copied as
+it is. The output is written, resumably, as ``convert``'s is: whole at byte addresses when uncompressed,
+otherwise per-worker segments joined or kept as virtual datasets.
 """
 
 from __future__ import annotations

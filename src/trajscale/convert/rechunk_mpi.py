@@ -1,10 +1,8 @@
 """``rechunk`` under MPI into one file: every rank rewrites its own slabs with parallel HDF5, resumably.
 
-Rank 0 creates the partial output with the input's whole structure, then every rank opens it through
-MPI-IO.  In each round rank r writes the r-th chunk-aligned slab after the frames already counted,
-collectively (parallel HDF5 writes filtered datasets only collectively; a rank without frames joins with
-an empty selection).  Each round's prefix is flushed, then counted by rank 0, so a stopped run continues
-with ``--resume`` on any number of ranks.  No segments, no join: the output is written once.
+Parallel HDF5 writes filtered datasets only collectively, so every round is collective (a rank without frames
+joins with an empty selection); each round's prefix is flushed, then counted by rank 0, so a stopped run
+continues with ``--resume`` on any number of ranks.
 """
 
 from __future__ import annotations

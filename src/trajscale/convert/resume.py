@@ -1,12 +1,8 @@
 """Resumable outputs: a partial file beside a progress record, renamed only when complete.
 
-``convert`` and ``rechunk`` write ``NAME`` as ``.NAME.<kind>-partial`` beside a progress record
-``.NAME.<kind>-progress.json``: the run's :class:`ResumeKey` and how far the work got.  ``--resume``
-refuses a record of another key in one line naming the first difference, and otherwise continues from it;
-:meth:`Partial.finish` renames the file to ``NAME`` only after the caller has counted every frame, with an
-fsync before and after, so a crash leaves either the old state or the whole new file.  Parallel runs keep
-their per-worker segments (each with its own record) in ``.NAME.<kind>-parts``; runs that write the
-partial file in place keep one record per worker range (``.NAME.<kind>-progress.K.json``).
+``NAME`` is written as ``.NAME.<kind>-partial`` beside ``.NAME.<kind>-progress.json`` (the run's
+:class:`ResumeKey` and how far the work got); :meth:`Partial.finish` renames it, with an fsync before and after,
+so a crash leaves either the old state or the whole new file.
 """
 
 from __future__ import annotations

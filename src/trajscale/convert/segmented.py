@@ -1,11 +1,8 @@
 """Run a conversion serially or as per-worker segments, then join, count and rename.
 
-Segments (``--executor processes|dask -n N``): the frames are cut into N ranges aligned to the output's
-chunks; worker ``k`` writes range ``k`` into ``.NAME.convert-parts/part_k.h5md`` with its own record, so
-a resume redoes only what no record counted.  Then every segment is copied into the partial output (stored
-chunks as they are: the compression done in parallel is not redone) or, with ``virtual``, moved to
-``NAME.parts/`` and mapped by virtual datasets.  The output is renamed only after each of its time series
-has been counted at the expected number of frames.
+Each worker writes its chunk-aligned range into a segment with its own record, so a resume redoes only what no
+record counted; the segments' stored chunks are then copied into the output (compression is not redone) or
+mapped by virtual datasets.
 """
 
 from __future__ import annotations

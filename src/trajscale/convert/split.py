@@ -1,9 +1,6 @@
 """Split an H5MD file into segment files plus a segment index, and index existing parts.
 
-``split`` copies slabs of frames (every per-atom field, box, step, time, and the time-independent
-species/mass/charge) into ``part_NNN.h5md`` files written under temporary names; the index is written last, so a
-folder with an index is always complete. ``build_index`` describes parts that already exist (GROMACS ``-noappend``
-XTC parts, restarts) after checking their atom counts, joined as ``sources.chain.plan_join`` decides.
+The index is written last, so a folder with an index is always complete.
 """
 
 from __future__ import annotations

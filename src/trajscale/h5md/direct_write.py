@@ -1,10 +1,8 @@
 """Frames written at their byte addresses with ``pwrite``: many writers, one file, no HDF5 in the writers.
 
-The mirror of the chunk reader (:mod:`.chunks`). An unfiltered dataset whose chunks hold whole rows (or a
-contiguous one) and whose storage was allocated at creation keeps row ``f`` at ``chunk address + (f % chunk
-rows) * row bytes``. The preparing process creates such a file, closes it and takes every chunk's address once
-(:func:`plan_writes`, checked against HDF5's own read); workers write their rows there (:class:`DirectWrites`)
-without HDF5. No metadata changes after the file was made, so workers writing disjoint frames cannot corrupt it.
+An unfiltered dataset whose chunks hold whole rows and whose storage was allocated at creation keeps row ``f`` at
+``chunk address + (f % chunk rows) * row bytes``. No metadata changes after the file was made, so workers
+writing disjoint frames cannot corrupt it.
 """
 
 from __future__ import annotations

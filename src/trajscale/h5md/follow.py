@@ -1,9 +1,7 @@
 """An H5MD file still being written, as ``run --follow`` sees it at each poll: its complete frames.
 
-The length of ``step`` counts them (:func:`~.schema.complete_frames`: writers grow it only after a frame's data
-is flushed). The file is opened afresh at each poll (HDF5 caches metadata per open) without HDF5's file lock,
-which the writer holds. A writer that closes normally sets ``trajscale_complete`` (:data:`~.writer.COMPLETE_ATTR`)
-true. A read that meets the writer mid-flush is tried again (:class:`GrowingH5MDSource`).
+The file is opened afresh at each poll (HDF5 caches metadata per open) without HDF5's file lock, which the
+writer holds; a read that meets the writer mid-flush is tried again.
 """
 
 from __future__ import annotations

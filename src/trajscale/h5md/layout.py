@@ -1,13 +1,8 @@
 """Dataset layout: parse, plan and inspect chunk shape and compression.
 
-Analyses read slabs of whole frames (or an atom span across many frames), so a chunk never splits a frame's
-atoms and holds enough frames to be 1-4 MiB: per-chunk overhead vanishes, and a one-frame read does not drag in
-much more than it asked for.
-
-A store meant to be read over the network (``Layout(remote=True)``, ``--layout remote``) has chunks of about
-8 MiB (the object stores' guidance: latency then costs little beside the bytes), and HDF5 gathers its metadata
-in one block at the file's start (:data:`METADATA_BLOCK_BYTES`), so a remote reader fetches it with one range
-request. The file stays plain H5MD that every HDF5 reader reads.
+A chunk never splits a frame's atoms and holds 1-4 MiB of frames: per-chunk overhead vanishes, and a one-frame
+read does not drag in much more than it asked for. A store read over the network gets chunks of about 8 MiB and
+its metadata in one block at the file's start (one range request); it stays plain H5MD.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Recommend a layout and compression for an access pattern, from measured trade-offs.
-
-``trajscale inspect FILE --pattern frames|blocks|atoms:SEL`` answers with a
-layout, why (the measured numbers), and the ``trajscale rechunk`` command that
-makes it.  The numbers are measured, not modelled: see :data:`MEASURED`.
-"""
+"""Recommend a layout and compression for an access pattern, from measured trade-offs (:data:`MEASURED`)."""
 
 from __future__ import annotations
 

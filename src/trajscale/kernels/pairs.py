@@ -1,11 +1,8 @@
 """Histograms of the pair distances within a cut-off, batched over a block's frames (RDF partials).
 
-The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as ``InterRDF`` calls
-it, bin for bin: a compiled cell list (:mod:`._pairs`) finds the candidates, and each distance is computed
-with MDAnalysis's own float32 wrapping, minimum image and inclusion test for the method it would pick (grid
-search or brute force; frames without a box in its pseudo-box).  Frames with an invalid box are left to
-the caller.  The larger selection makes the cell grid (:func:`grid_holds_first`), on cells half a cut-off
-thick where they fit, else a cut-off thick (:func:`search_grids`).
+The pairs and distances are those of ``MDAnalysis.lib.distances.capped_distance`` as ``InterRDF`` calls it, bin
+for bin: a compiled cell list finds the candidates, and each distance is computed with MDAnalysis's own float32
+wrapping, minimum image and inclusion test for the method it would pick.
 """
 
 from __future__ import annotations

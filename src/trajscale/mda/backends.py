@@ -1,9 +1,7 @@
 """MDAnalysis ``BackendBase`` adapters: MDAnalysis analyses on MPI ranks or a Dask cluster.
 
-MDAnalysis (2.8+) hands the backend ``apply(func, parts)``; each part runs the analysis's own ``_compute`` and
-MDAnalysis merges the parts with the analysis's aggregator. These backends decide where the parts run and time
-them into a :class:`~trajscale.report.timing.RunReport` (``.report``; a part's read and compute together are
-t_compute). Analyses MDAnalysis does not mark parallelizable (``rms.RMSF``) are refused by MDAnalysis itself.
+MDAnalysis (2.8+) runs each part's ``_compute`` and merges the parts with the analysis's aggregator; these
+backends decide where the parts run and time them into a RunReport (``.report``).
 """
 
 from __future__ import annotations

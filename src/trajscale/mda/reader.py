@@ -1,19 +1,8 @@
 """An MDAnalysis trajectory reader over trajscale's Sources: format ``"TRAJSCALE"``.
 
-``import trajscale.mda`` registers it under a name of trajscale's own, so every other format reads as before::
-
-    u = mda.Universe("top.tpr", "traj.h5md", format="TRAJSCALE")          # any trajscale H5MD file
-    u = mda.Universe("top.tpr", "run.index.json", format="TRAJSCALE")     # a segment index or folder
-    u = mda.Universe("top.tpr", parts, format="TRAJSCALE")            # XTC/TRR parts (DCD: topology=)
-    u = mda.Universe("top.tpr", parts, format="TRAJSCALE", continuous=True)   # overlapping parts
-
-A list given with format ``"TRAJSCALE"`` is read by this reader, not MDAnalysis's ChainReader: restart parts
-are joined as ``gmx trjcat`` joins them; parts that overlap further are refused unless ``continuous=True``.
-Every other list still goes to MDAnalysis's ChainReader.
-
-It reads what trajscale's Sources read. Iteration reads blocks of frames (``block_bytes``, default 32 MiB), a
-thread reading the next while the current one is served, so memory stays at two blocks. Values are in
-MDAnalysis's base units (Å, ps, Å/ps, kJ/(mol Å)) whatever the file stores.
+A list given with this format is read by this reader, not MDAnalysis's ChainReader: restart parts are joined as
+``gmx trjcat`` joins them. Iteration reads blocks of frames, a thread reading the next while the current one is
+served, so memory stays at two blocks. Values are in MDAnalysis's base units whatever the file stores.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""An MDAnalysis trajectory writer for trajscale's H5MD: format ``"TRAJSCALE"``.
+"""An MDAnalysis trajectory writer for trajscale's H5MD: format ``"TRAJSCALE"``, with ``convert``'s options.
 
-MDAnalysis pipelines write the files ``trajscale convert`` writes, with its options::
-
-    with mda.Writer("out.h5md", u.atoms.n_atoms, format="TRAJSCALE", compression="blosc-lz4",
-                    precision=0.01, encoding="deltas") as w:
-        for ts in u.trajectory:
-            w.write(u.atoms)
-
-Frames are gathered into slabs of ``slab_bytes`` and written with :class:`trajscale.h5md.writer.H5MDWriter`,
-under a temporary name renamed (after an fsync) when the writer is closed cleanly: a pipeline that fails or is
-interrupted leaves no file under the output's name, and no temporary.
-
-``followable=True`` trades that for a file others can read while it grows: each frame is written under the
-output's own name and flushed when ``write()`` returns; ``close()`` marks the file complete. A failed pipeline
-keeps the frames it wrote, unmarked (a killed one's reserved rows ``trajscale repair`` drops).
+Frames are gathered into slabs and written under a temporary name renamed (after an fsync) when the writer
+is closed cleanly, so a failed pipeline leaves no file under the output's name. ``followable=True`` trades
+that for a file others can read while it grows.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Checking and moving one domain-decomposed frame between ranks.
 
-Before any byte is written the ranks agree that the frame's ids cover every atom exactly once (two small
-collectives: the per-rank problems and counts, then an OR of one bit per atom); a frame that does not is
-described (which ids are duplicated by which ranks, which are missing) by the same message on every rank,
-so no rank is left waiting in a collective.  Rows move as opaque records (``as_records``), one indexed copy.
+Before any byte is written the ranks agree that the frame's ids cover every atom exactly once; a frame that does
+not is described by the same message on every rank, so no rank is left waiting in a collective.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Truncate an H5MD file left by an interrupted writer to its last complete frame.
 
-Every time-dependent element keeps the rows ``value``, ``step`` and ``time`` all hold: trajscale's writers
-grow ``step`` then ``time`` only after a frame's data is flushed, so the rows past them are a partial
-frame.  Chunked datasets are resized in place; a contiguous one cannot shrink, so the file is copied.  A
-file left shorter than its superblock records (a writer killed while HDF5 flushed) is first extended to
-that size with zeros, as HDF5 would have done: the missing end is space for rows never written.
+Writers grow ``step`` then ``time`` only after a frame's data is flushed, so the rows past them are a partial
+frame. A contiguous dataset cannot shrink, so its file is copied. A file shorter than its superblock records
+is first extended with zeros, as HDF5 would have: the missing end is space for rows never written.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""WriterSettings: how a ParallelWriter lays out, converts and commits its file.
-
-Plain values that travel together from a caller (``convert``, the IMD receiver, a simulation's loop) to
-:class:`~trajscale.ParallelWriter`, as zarr's ``ArrayConfig``; checked once, where they are made, so a
-writer never starts on a file it cannot finish.
-"""
+"""WriterSettings: how a ParallelWriter lays out, converts and commits its file, checked once where made, so a
+writer never starts on a file it cannot finish."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """What the atoms are: a topology loaded from any format, its selections, and the caches that skip both.
 
-This package is entered through the names below and nowhere else:
-
-* :func:`load_universe` - a topology file (any format MDAnalysis parses, or an H5MD file that stores its atoms)
-  as an MDAnalysis Universe, parsed once per file version (:mod:`.parsed_cache`);
-* :class:`CachedUniverse` - the Universe as ``prepare`` sees it, answering selections seen before from
-  :mod:`.selection_cache` without importing MDAnalysis;
-* :func:`select_atoms` - a selection, with empty or invalid ones as clear errors;
-* :func:`trajectory_only_format` - whether a file holds frames but no atom names;
-* :func:`atom_arrays` - an AtomGroup's names, masses, charges and residues as arrays, for a writer;
-* :func:`atom_labels`, :func:`written_atoms` - a topology file's per-atom labels, and the atoms a writer stores,
-  read once per file version and then from the selection cache (:mod:`.labels`);
-* :class:`LabelledTopology` - a topology known from a Source's own per-atom labels, answering common selections
-  without MDAnalysis (:mod:`.labelled`);
-* :func:`file_labels`, :func:`pdb_labels`, :func:`record_columns`, :func:`residue_starts`,
-  :func:`wrapped_resids` - a PDB or GRO text's labels from its fixed columns (:mod:`.columns`).
-
-Each name is imported on first use (:mod:`trajscale._lazy`), so a module that needs :func:`select_atoms`
-alone imports no cache into every worker; MDAnalysis and h5py only inside the functions that need them.
+The rest of trajscale enters this package through the names below and nowhere else. Each is imported on first
+use (:mod:`trajscale._lazy`), so a module that needs :func:`select_atoms` alone imports no cache into every
+worker; MDAnalysis and h5py only inside the functions that need them.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """A PDB or GRO topology's per-atom labels from the text's fixed columns, as MDAnalysis's parsers read them.
 
-MDAnalysis's ``PDBParser`` (2.10 and later) reads, of each stripped line, the ``ATOM``/``HETATM`` records up to
-the first ``END``: the atom name in columns 13-16, the residue name in 18-21, the chain in 22, the residue
-number in 23-26 (5,000 below the one before is taken 10,000 higher: four digits wrapped), the insertion code in
-27 and the segment in 73-76 (the chains where no atom has one; ``SYSTEM`` where neither). A residue is a run of
-atoms with one number, name, insertion code and segment. :func:`record_columns` reads those columns of every
-record at once (NumPy over a grid of characters); :func:`pdb_labels` gives the labels, or None where MDAnalysis
-might read otherwise (not plain printable ASCII, a residue number not a plain decimal, more than 99,999 atoms,
-no atoms, another MDAnalysis): the caller then asks MDAnalysis.
-
-:func:`guessed_masses` gives the masses MDAnalysis's default guesser gives, from its own tables
-(``MDAnalysis/guesser/tables.py``, read as text): each atom name's guessed element's mass, or each element
-column value's (0 for one that is not an element, as MDAnalysis gives).
-
-A GRO file (:func:`gro_labels_of_text`) is read as ``GROParser`` reads it: the second line the atom count, then
-each line's residue number in columns 1-5, residue name in 6-10 and atom name in 11-15 (not stripped first),
-one segment ``SYSTEM``. A residue number 0 after the first atom (MDAnalysis adds 100,000), a blank name, a short
-line or a field not a plain number is declined. :func:`file_labels` reads either, by the file's extension.
+Each function follows one MDAnalysis parser's rules (``PDBParser`` 2.10 and later, ``GROParser``, the default
+guesser's tables read as text) column by column, NumPy over a grid of characters, and declines (None) wherever
+MDAnalysis might read the text otherwise: the caller then asks MDAnalysis.
 """
 
 from __future__ import annotations

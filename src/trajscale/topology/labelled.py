@@ -1,13 +1,9 @@
 """A topology known from its per-atom labels: its ``"protein"`` and ``"all"`` selections answered from them.
 
-A Source that carries its atoms' labels as arrays (an mdCATH file's datasets) describes them with
-:class:`LabelledTopology`: the atom count, ``"protein"`` and the features' labels are answered from them
-without MDAnalysis; anything else is the real Universe's, built on first use by the Source's callable.
-
-``"protein"`` is MDAnalysis's ``ProteinSelection`` (:data:`PROTEIN_RESNAMES` is its ``prot_res``; a test keeps
-them equal). :func:`select_from_labels` answers a few more as MDAnalysis does: ``"backbone"``, ``name``,
-``resname`` and ``segid`` with plain upper-case values, ``resid`` with plain numbers and ranges, and those
-joined by ``and``. Anything else (``or``, ``not``, parentheses, wildcards) is MDAnalysis's.
+A Source that carries its atoms' labels as arrays (an mdCATH file's datasets) answers the atom count, common
+selections and the features' labels without MDAnalysis; anything else is the real Universe's, built on first
+use. ``"protein"`` is MDAnalysis's ``ProteinSelection`` (a test keeps :data:`PROTEIN_RESNAMES` equal to its
+``prot_res``); a selection :func:`select_from_labels` cannot answer exactly as MDAnalysis does is MDAnalysis's.
 """
 
 from __future__ import annotations

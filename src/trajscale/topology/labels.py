@@ -1,9 +1,7 @@
-"""A topology's per-atom labels (name, resname, resid, residue index, segid, element, mass), kept in the
-selection cache.
+"""A topology's per-atom labels, read once per topology file version and kept in the selection cache.
 
-They are read once per topology file version (:mod:`.columns`, else MDAnalysis); the next open of the same file
-reads them from the selection cache's JSON entry without MDAnalysis. The labels have an entry of their own
-beside the selections: they are several times their size, and a run that names no feature reads no labels.
+The labels have an entry of their own beside the selections: they are several times their size, and a run
+that names no feature reads no labels.
 """
 
 from __future__ import annotations

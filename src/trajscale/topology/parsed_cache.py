@@ -1,17 +1,10 @@
 """A cache of parsed topologies: parse a topology file once, load it in milliseconds after.
 
-MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles in a fraction of that time. In a
-parallel run that parse is serial work, capping every short analysis's speed-up (Khoshlessan et al. 2020). An
-entry holds the Topology after MDAnalysis guessed its missing attributes, so a cached load guesses nothing.
-Entries are keyed by the file's real path, size, mtime and the MDAnalysis version, written to a temporary name
-and renamed, and ignored when they cannot be read.
-
-Location: ``$TRAJSCALE_CACHE_DIR/topologies`` (default ``$XDG_CACHE_HOME/trajscale/topologies``, else
-``~/.cache/trajscale/topologies``); ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
-
-Loading an entry unpickles it, which can run code: entries are kept as every trajscale cache's
-(:mod:`trajscale.cache_files`: a 0700 folder, never read through a link), and one another user owns, or that
-group or others may write, is never loaded (one warning, then the topology is parsed).
+MDAnalysis parses a TPR in pure-Python XDR; its parsed ``Topology`` unpickles in a fraction of that time, and in
+a parallel run that parse is serial work (Khoshlessan et al. 2020). An entry holds the Topology after guessing,
+so a cached load guesses nothing. Loading an entry unpickles it, which can run code: entries are kept as every
+trajscale cache's (:mod:`trajscale.cache_files`), and one another user owns, or that group or others may write,
+is never loaded.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """A cache of atom selections: a run whose topology and selections were seen before needs no MDAnalysis.
 
-Importing MDAnalysis (SciPy most of it) is the larger part of a short run's start once the topology is parsed
-and cached. What ``prepare`` asks of a topology is, per selection string, the selected atoms' indices and
-masses, and the atom count: this cache keeps them in one small JSON file per topology.
-
-An entry is keyed by the topology file's real path, device, inode, size and mtime, the Universe's keyword
-arguments and the MDAnalysis version (read from its ``version.py`` without importing it); the stored key is
-compared in full when an entry is read.
-
-Selections that depend on coordinates (``around``, ``point``, ``sphzone``, ``sphlayer``, ``isolayer``,
-``cyzone``, ``cylayer``, ``prop``, ``same x as``) or on another library (``smarts``, ``aromatic``) are never
-cached: MDAnalysis evaluates them on the first frame every time.
-
-Location: ``$TRAJSCALE_CACHE_DIR/selections`` (default ``~/.cache/trajscale/selections``), kept as every
-trajscale cache's (:mod:`trajscale.cache_files`); ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns both caches off. Entries
-are JSON (reading one runs no code).
+Importing MDAnalysis is the larger part of a short run's start once the topology is parsed and cached. An entry
+(JSON: reading one runs no code) keeps, per selection string, the atoms' indices and masses, keyed by the
+topology file's identity, the Universe's keyword arguments and the MDAnalysis version. Selections that depend on
+coordinates or on another library are never cached: MDAnalysis evaluates them on the first frame every time.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """A stand-in for an MDAnalysis Universe and its AtomGroups: what ``prepare`` asks most, answered without
 MDAnalysis; anything else is the real Universe's, built on first use by the callable its owner gives.
-
-:class:`~.universe.CachedUniverse` answers from the selection cache, :class:`~.labelled.LabelledTopology`
-from a Source's own per-atom labels; both build the real Universe the same way, and their groups hand
-every other attribute to the real AtomGroup the same way.
 """
 
 from __future__ import annotations

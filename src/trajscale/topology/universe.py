@@ -1,13 +1,8 @@
 """A stand-in for a topology's MDAnalysis Universe that answers selections from the selection cache.
 
-``Analysis.prepare`` asks a topology for selections and their ``indices``, ``n_atoms`` and ``masses``;
-``trajscale.run`` for the atom count. :class:`CachedUniverse` answers those from :mod:`.selection_cache` when
-seen before, so such a run never imports MDAnalysis. Anything else builds the real Universe (with the first
-frame) and is answered by it; cacheable selections it evaluates are recorded for the next run.
-
-A PDB or GRO file not yet cached is first read by :func:`.columns.file_labels`: its atom count and the
-selections :func:`.labelled.select_from_labels` answers need no MDAnalysis either, and are recorded with the
-masses MDAnalysis's guesser gives (:func:`.columns.guessed_masses`).
+Selections seen before, their ``indices``, ``n_atoms`` and ``masses``, come from :mod:`.selection_cache`, so
+such a run never imports MDAnalysis; anything else builds the real Universe, and the cacheable selections it
+evaluates are recorded for the next run. A PDB or GRO file not yet cached is first read from its columns.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """A growing XTC or TRR, as ``run --follow`` sees it at each poll: the frames whose every byte is in the file.
 
-One compiled scan of the headers in its mode for growing files (:func:`complete_offsets`) ends at the frame
-being appended, whatever byte the writer has reached in it. These formats have no end marker: a file
-``TRAJ.done`` beside the trajectory says the writer is finished. Damage (bytes no writer writes) ends the
-run after the whole frames before it.
+These formats have no end marker: a file ``TRAJ.done`` beside the trajectory says the writer is finished.
 """
 
 from __future__ import annotations

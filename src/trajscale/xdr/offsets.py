@@ -1,16 +1,9 @@
 """The frame offsets index of an XTC or TRR: every frame's byte offset, found once from the frames' headers.
 
-An XTC/TRR has no index of its own: a frame is found by reading every header before it. The preparing process
-scans the headers once (no coordinates decoded; every field checked) and ships the offsets in the Source's
-config (:func:`encode_offsets`: 8 bytes a frame), so a worker never rebuilds them, nor touches MDAnalysis's
-``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et al. 2020). The offsets come,
-in this order, from
-
-* the segment index that ``trajscale index`` wrote beside the parts;
-* trajscale's cache, for an object behind a URL (keyed by URL, ETag and size under ``offsets/``);
-* one scan of the headers (:func:`index`): a local file by its path, an object through a caching file object
-  of :data:`SCAN_BLOCK_BYTES` blocks. Only a clean scan is kept, so ``--strict`` is never answered from a
-  lenient scan's entry.
+An XTC/TRR has no index of its own. The preparing process scans the headers once (no coordinates decoded; every
+field checked) and ships the offsets in the Source's config (8 bytes a frame), so a worker never rebuilds them,
+nor touches MDAnalysis's ``.NAME_offsets.npz`` cache (several ranks writing it at once raced, Khoshlessan et
+al. 2020). Only a clean scan is cached, so ``--strict`` is never answered from a lenient scan's entry.
 """
 
 from __future__ import annotations

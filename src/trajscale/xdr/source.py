@@ -1,9 +1,7 @@
 """One XTC or TRR file, opened without a Universe: a trajectory, or a part of a chain.
 
-Frames are found by the offsets index (:mod:`.offsets`) and read by :mod:`._xdr`, the xdrfile C library that
-MDAnalysis's readers use, compiled in: the same bits without importing MDAnalysis. The bytes are read through
-the file the store offers (:func:`~trajscale.storage.files.as_file`), local or remote alike. Other formats
-MDAnalysis reads are read by :class:`~trajscale.mdareaders.part.MDAPartSource`.
+Frames are read by the xdrfile C library that MDAnalysis's readers use, compiled in: the same bits without
+importing MDAnalysis.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Follow an H5MD file while a job writes it: report each new complete frame count.
+"""A test's reader of an H5MD file while a job writes it: each new complete frame count, as a follower sees it.
 
-The count is the length of ``step``, which trajscale's writers grow only after a frame's data is flushed.
 Each poll opens the file afresh (HDF5 caches metadata per open) without HDF5's file lock (the writer holds
 it); an open that catches the writer mid-flush is retried at the next poll.
 """
@@ -13,7 +12,7 @@ from collections.abc import Iterator
 
 import h5py
 
-from ..h5md.schema import describe
+from trajscale.h5md.schema import describe
 
 log = logging.getLogger(__name__)
 
