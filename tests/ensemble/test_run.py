@@ -116,6 +116,10 @@ def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, 
     alone = ts.run(ts.RMSD(select=SEL), top, short)
     assert np.array_equal(rmsd["s3"].rmsd, alone.rmsd)
     assert all(rmsd.record(n).stats["t_prepare"] > 0 for n in rmsd.names)
+    # one preparation: a frame of a member its worker prepared is priced as the root priced s0 (the same file),
+    # the analyses' declared work included
+    priced = {rmsd.record(f"s{k}").stats["frame_work_s"] for k in range(15)}
+    assert len(priced) == 1 and priced.pop() > 0, priced
     # the report's frames are those analysed (a task's range holds a short trajectory as one position)
     assert rmsd.report.n_frames == 15 * len(mda_references["adk-1"][0]) + len(mda_references["adk-2"][0])
 

@@ -108,7 +108,8 @@ class EnsembleState:
 @dataclass(frozen=True, eq=False)
 class MemberPartial:
     """One member's partial so far (None: failed, ``error`` says why), what reading and mapping it cost, the
-    preparation a worker made of it, and ``atoms``: the atoms a frame of it was read with."""
+    preparation a worker made of it, ``atoms``: the atoms a frame of it was read with, and what a frame of it
+    costs as its worker priced it (``frame_work_s``)."""
 
     partial: object
     frames: int = 0
@@ -121,6 +122,7 @@ class MemberPartial:
     prepared: object = None
     t_prepare: float = 0.0
     atoms: int = 0
+    frame_work_s: float = 0.0
 
     def stats(self) -> dict:
         return {"frames": self.frames, "t_read": self.t_read, "t_open": self.t_open, "t_compute": self.t_compute,
@@ -213,7 +215,8 @@ class EnsembleAnalysis(Analysis):
                 error = f"{state.paths.get(piece.member, '')}: {type(exc).__name__}: {exc}"
             out[piece.member] = MemberPartial(partial, piece.n_frames, piece.t_read, piece.t_open,
                                               time.perf_counter() - t0, piece.nbytes, int(piece.t_open > 0), error,
-                                              piece.prepared, piece.t_prepare, _atoms_read(piece.block))
+                                              piece.prepared, piece.t_prepare, _atoms_read(piece.block),
+                                              piece.frame_work_s)
         return EnsemblePartial(out)
 
     def reduce(self, partials: list) -> EnsemblePartial:
@@ -246,7 +249,8 @@ class EnsembleAnalysis(Analysis):
                              sum(p.t_open for p in parts), sum(p.t_compute for p in parts),
                              sum(p.nbytes for p in parts), sum(p.opens for p in parts), error,
                              next((p.prepared for p in parts if p.prepared is not None), None),
-                             sum(p.t_prepare for p in parts), max(p.atoms for p in parts))
+                             sum(p.t_prepare for p in parts), max(p.atoms for p in parts),
+                             max(p.frame_work_s for p in parts))
 
     def result(self, reduced: EnsemblePartial, prep: Prepared) -> EnsembleOutcome:
         return EnsembleOutcome(reduced if isinstance(reduced, EnsemblePartial) else EnsemblePartial())

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 
 from ..analysis.base import Analysis, Prepared
-from ..engine import frame_range
+from ..engine import Preparation, frame_range, prepare_analysis
 from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
@@ -93,16 +93,17 @@ def open_spec(spec: dict) -> Source:
     return open_member(member, _spec_options(spec))
 
 
-def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Prepared, range]:
-    """A member a worker prepares (:func:`member_spec`), on its open ``source``: its preparation (the same
-    as the root's) and its analysed frames; ``opened``: the thread's open members, which share topologies."""
+def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Preparation, range]:
+    """A member a worker prepares (:func:`member_spec`), on its open ``source``: its preparation by the engine's
+    one (:func:`~trajscale.engine.prepare_analysis`, the root's, what a frame costs included) and its analysed
+    frames; ``opened``: the thread's open members, which share topologies."""
     start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
     with _PREPARING:
         if opened.topologies is None:
             opened.topologies = SharedTopologies(spec["storage_options"])
         reuse, source.reuse_buffers = source.reuse_buffers, False   # a reference frame is kept: its own arrays
         try:
-            prep = opened.topologies.prepare(analysis, spec["topology"], source)
+            prep = prepare_analysis(analysis, spec["topology"], source, opened.topologies)
         finally:
             source.reuse_buffers = reuse
     return prep, range(start, stop, spec["step"])

@@ -318,7 +318,9 @@ class EnsembleRounds(Rounds):
         results = tuple(mine[k] if k in mine else RefusedResult(a.name, reasons[k])
                         for k, a in enumerate(self.group.analyses))
         partials = tuple(parts.get(k) for k in range(len(self.group.analyses)))
-        stats = {**mp.stats(), "t_prepare": job.t_prepare + mp.t_prepare}
+        # what a frame costs, priced alike wherever the member was prepared
+        work = mp.frame_work_s if job.prepared is None else per_frame_work(job.frame_bytes, job.decode_s, job.cost)
+        stats = {**mp.stats(), "t_prepare": job.t_prepare + mp.t_prepare, "frame_work_s": work}
         return MemberRecord(job.member.name, job.index, results, stats, partials)
 
     def _refuse(self, refused: list[Refusal]) -> None:

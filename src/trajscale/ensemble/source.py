@@ -75,7 +75,8 @@ class MemberRead:
 class Piece:
     """One member's frames of an ensemble block: its ``block`` (frames numbered as in its own trajectory),
     or why it could not be read (``error``), with what reading it cost; a member prepared by the worker
-    has its preparation (``prepared``) and the seconds it took."""
+    has its preparation (``prepared``), the seconds it took and what a frame of it costs (``frame_work_s``,
+    priced as the root prices the members it prepares)."""
 
     member: int
     block: Block | None
@@ -86,6 +87,7 @@ class Piece:
     n_frames: int = 0
     prepared: object = None
     t_prepare: float = 0.0
+    frame_work_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,7 @@ class EnsembleSource(Source):
         """A member this worker prepares: opened (kept among the thread's open ones), prepared on its own
         topology, and its analysed frames read whole."""
         from .members import open_spec, prepare_opened
+        from .plan import per_frame_work
 
         t0 = time.perf_counter()
         src, t_open = opened.get(m.key, {}, self.max_open, opener=lambda: open_spec(m.spec))
@@ -250,9 +253,10 @@ class EnsembleSource(Source):
         if not len(frames):
             raise ConfigError(f"{m.path}: no frame was analysed (frames {frames.start}:{frames.stop}:{frames.step})")
         before = src.bytes_read
-        block = src.read(frames.start, frames[-1] + 1, prep.atoms, fields, stride=frames.step)
+        block = src.read(frames.start, frames[-1] + 1, prep.prepared.atoms, fields, stride=frames.step)
         return Piece(m.member, block, None, time.perf_counter() - t0 - t_open - t_prepare, t_open,
-                     src.bytes_read - before, len(frames), prep, t_prepare)
+                     src.bytes_read - before, len(frames), prep.prepared, t_prepare,
+                     per_frame_work(prep.frame_bytes + prep.held_bytes, src.decode_seconds_per_frame(), prep.cost))
 
     def prefetch(self, start: int, stop: int, atoms=None, fields: tuple[str, ...] = ("position",),
                  stride: int = 1) -> None:
