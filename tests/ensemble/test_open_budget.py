@@ -47,14 +47,17 @@ def open_files(positions, box):
     return np.full(len(positions), len(os.listdir("/proc/self/fd")), np.float64)
 
 
-def test_segmented_members_hold_at_most_the_budget(tmp_path, monkeypatch):
+@pytest.mark.parametrize("executor", ["serial", "threads"])
+def test_segmented_members_hold_at_most_the_budget(tmp_path, monkeypatch, executor):
     """40 members of 8 parts, each member's parts kept open (64 a member by default) and 16 members kept: 128
-    files without one budget; with a budget of 12, at most 12 (and every member's result as NumPy's)."""
+    files a thread without one budget; with a budget of 12, at most 12 in the process, its threads together
+    (and every member's result as NumPy's)."""
     monkeypatch.setattr(opened, "BUDGET", 12)
     pos = segmented_ensemble(tmp_path, 40, 8)
     gc.collect()
     before = len(os.listdir("/proc/self/fd"))
-    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(tmp_path / "catalog.csv"))
+    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(tmp_path / "catalog.csv"),
+                    executor=executor, n_workers=2)
     assert len(rgyr) == 40 and not rgyr.refused
     np.testing.assert_allclose(rgyr.columns()["rgyr"].reshape(40, 8), numpy_rgyr(pos), rtol=2e-6)
     counts = fds.columns()["values"]

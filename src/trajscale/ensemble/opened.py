@@ -1,7 +1,8 @@
 """The member trajectories a worker has open: at most a few per thread, the least recently used closed first.
 
 A worker keeps the last ``limit`` trajectories it read open (the next task often reads the same one) and
-never more, so 10,000 trajectories run in one job without raising the open-file limit.  One cache per
+never more, so 10,000 trajectories run in one job without raising the open-file limit (their parts, for
+segmented members, share the process's budget with them: :mod:`trajscale.sources.opened`).  One cache per
 thread (a Source's read buffer serves one read at a time), closed by
 :meth:`trajscale.ensemble.source.EnsembleSource.close`.
 """
@@ -51,10 +52,6 @@ class MemberSources(OpenSources):
             if key not in keep:
                 src.__dict__.pop("_scratch", None)
 
-    @property
-    def n_open(self) -> int:
-        return len(self)
-
 
 def _drop_buffer(key: str, src: Source) -> None:
     """A member source closed: its read buffer goes with it."""
@@ -84,9 +81,4 @@ def close_member_sources() -> None:
         cache.close()
 
 
-def open_count() -> int:
-    """Member sources open in this process now (every thread's)."""
-    return sum(c.n_open for c in list(_BY_THREAD.values()))
-
-
-__all__ = ["MAX_OPEN", "MemberSources", "close_member_sources", "member_sources", "open_count"]
+__all__ = ["MAX_OPEN", "MemberSources", "close_member_sources", "member_sources"]
