@@ -135,11 +135,10 @@ class MPIExecutor(Executor):
         """Run this rank's tasks; on rank 0 every task's timing and the ranks' reduced partials, in frame order."""
         comm, rank, size = self.comm, self.rank, self.comm.Get_size()
         share_settled(self)   # (run without a share first: the ranks' collectives are now the tasks')
-        worker = f"rank {rank}"
         mine = rank_tasks(len(ranges), size, rank)
         job = self._check_collective(job, ranges)
         host, pid = host_and_pid()
-        current = _span(ranges, mine)
+        self._current = _span(ranges, mine)   # what an abort names
         t_bcast, self._t_bcast = self._t_bcast, 0.0   # this run's wait for the job
         signum, outage = 0, None
         # A stop signal is acted on by every rank together once each has ended its tasks: none is left in a collective
@@ -153,26 +152,9 @@ class MPIExecutor(Executor):
                 if span is not None:
                     src.preload_frame_meta(span.start, span.stop)   # this rank's frames only, not N full reads
                 progress = comm.bcast(bool(progress), root=0)   # rank 0 decides; every rank must agree
-                partials, timings = Fold(analysis), []   # this rank's tasks reduced as they end
                 with _RankProgress(comm, len(ranges), progress) as bar:
-                    for k, i in enumerate(mine):
-                        if stop_requested():
-                            break
-                        current = ranges[i]
-                        # a rank knows its next task: a source behind a URL fetches its first block meanwhile
-                        then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
-                        try:
-                            done = _task_unless_stopped(job, i, ranges[i], worker, comm, then)
-                        except ServerUnreachable as exc:   # the server's outage: shared as a stop is, no abort
-                            outage = exc
-                            break
-                        if done is None:
-                            break
-                        partial, timing = done
-                        partials.add(partial)
-                        timings.append(timing)
-                        bar.task_done()
-                    current = _span(ranges, mine)
+                    partials, timings, outage = self._tasks(job, ranges, mine, Fold(analysis), bar)
+                    self._current = _span(ranges, mine)
                     local = analysis.reduce(partials.partials())
                     t0 = time.perf_counter()
                     # the wait for the slowest rank (t_wait), and whether a stop was recorded on any rank
@@ -187,7 +169,7 @@ class MPIExecutor(Executor):
                         "files_opened": files, "collective": src.collective})
                 close_cached_sources()   # collective under mpio: every rank gets here
             except BaseException as exc:   # noqa: BLE001 - any failure must end the whole job
-                self._abort(rank, current, exc)
+                self._abort(rank, self._current, exc)
         if signum:   # every rank ends as a signalled command does (128 + the signal); a finished run keeps nothing
             raise SystemExit(128 + signum)
         if outage is not None:   # every rank ends with the first outage seen; rank 0 says it
@@ -197,6 +179,27 @@ class MPIExecutor(Executor):
             return None
         return TaskResults(tuple(partials), tuple(t for ts in all_timings for t in ts), dict(all_extras),
                            io_of(self.source_options, collective=all(e["collective"] for _, e in all_extras)))
+
+    def _tasks(self, job: Job, ranges: list[FrameRange], mine: list[int], partials: Fold, bar) -> tuple:
+        """This rank's tasks in order, reduced as they end, until a stop is recorded or the server's outage is
+        met: (partials, timings, the outage or None); an outage is shared as a stop is, never an abort."""
+        timings, worker = [], f"rank {self.rank}"
+        for k, i in enumerate(mine):
+            if stop_requested():
+                break
+            self._current = ranges[i]
+            # a rank knows its next task: a source behind a URL fetches its first block meanwhile
+            then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
+            try:
+                done = _task_unless_stopped(job, i, ranges[i], worker, self.comm, then)
+            except ServerUnreachable as exc:
+                return partials, timings, exc
+            if done is None:
+                break
+            partials.add(done[0])
+            timings.append(done[1])
+            bar.task_done()
+        return partials, timings, None
 
     def _gather(self, analysis, local, timings: list, t_gathered: float, facts: dict) -> tuple:
         """The ranks' partials, task timings and facts on rank 0 (None elsewhere); ``facts`` gains this rank's

@@ -162,11 +162,12 @@ _STORES_LOCK = threading.Lock()
 
 
 def _freeze(value):
+    """``value`` as a cache key; a scalar with its type (``1 == True``, but an option given 1 is refused)."""
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
-    return value
+    return type(value).__name__, value
 
 
 def store_config(name: str, fs_options: dict) -> tuple[dict, str | None]:
