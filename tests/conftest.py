@@ -40,7 +40,9 @@ def pytest_configure(config) -> None:
 #: /dev/shm as the docs advise, named ``NAME-<16 hex digits>``): the suite leaves none of it behind. The node
 #: cache's own folder in the temporary folder (``trajscale-cache-UID``) is a cache, kept for the next run.
 _MADE = {"/dev/shm": re.compile(r"^\.?trajscale-|-[0-9a-f]{16}(\.[^/]*)?$"), "tmp": re.compile(r"^\.?trajscale-")}
-_KEPT = re.compile(r"^trajscale-cache-\d+$|^trajscale-tests-")   # (the suite's own caches, made before it runs)
+#: Kept: the suite's own caches (made before it runs), and the lock that lets one test SLURM serve every session
+#: on the machine (tests/slurm/cluster.py: a flock's file is never removed, or two sessions could lock two files)
+_KEPT = re.compile(r"^trajscale-cache-\d+$|^trajscale-tests-|^trajscale-slurm\.lock$")
 _OWNER = re.compile(r"^\.?trajscale-[a-z]+-(\d+)-")   # (a folder of a process: PREFIX<pid>-...)
 
 
