@@ -271,3 +271,31 @@ def test_every_member_refused_each_with_its_own_reason(tmp_path):
         others = [f"{m}.xtc" for m in names if m != n]
         assert not any(o in reasons[n] for o in others), reasons
     assert errors[0].startswith("three: every one of its 3 trajectories was refused: gone: ")
+
+
+def test_a_streamed_tica_holds_two_sets_of_moments_however_many_chunks():
+    """1,024 chunks of 200 features: TICA's own covariance estimator keeps one set of moments per doubling of
+    the chunks (10 here, 640 kB each); stream_fit's holds at most MOMENTS, so what is allocated between
+    two chunks (sampled by the transform each chunk goes through) stays within a few sets, and the model
+    equals deeptime's in memory."""
+    deeptime = pytest.importorskip("deeptime")
+    import tracemalloc
+
+    width = 200
+    seen = []
+
+    def sample(x):
+        seen.append(tracemalloc.get_traced_memory()[0])
+        return x
+
+    arrays = walks((1025,), width=width)
+    tracemalloc.start()
+    try:
+        streamed = stream_fit(deeptime.decomposition.TICA(lagtime=1), arrays, rows=1, transform=sample)
+    finally:
+        tracemalloc.stop()
+    one_set = 2 * width * width * 8   # (C00 and C0t)
+    assert max(seen[16:]) - min(seen[16:]) < 3 * one_set, (max(seen) - min(seen)) / one_set   # (MOMENTS + 1)
+    whole = deeptime.decomposition.TICA(lagtime=1).fit(arrays).fetch_model()
+    for key, want in _covariances(whole).items():
+        assert _close(getattr(streamed.fetch_model(), key), want) < 1e-10, key

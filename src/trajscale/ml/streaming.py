@@ -3,7 +3,9 @@
 deeptime's covariance estimators and ``MiniBatchKMeans`` learn by ``partial_fit``, keeping only moments
 (merged by Chan's formulas) or centres between chunks.  :func:`stream_fit` hands an estimator ``(X, Y)``
 chunks of time-lagged pairs (:func:`~trajscale.ml.lagged.lagged_chunks`) when it has a lag time, else
-chunks of frames, so memory holds one trajectory's features and one chunk::
+chunks of frames, so memory holds one trajectory's features, one chunk (16 MiB by default) and the
+estimator's state (a TICA's or VAMP's: :data:`MOMENTS` sets of covariances), whatever the number of
+trajectories::
 
     from deeptime.clustering import MiniBatchKMeans
     from deeptime.decomposition import TICA
@@ -23,6 +25,10 @@ from collections.abc import Callable
 
 from ..errors import ConfigError
 from .lagged import frame_chunks, lagged_chunks
+
+#: Sets of moments a TICA's or VAMP's covariances are merged into between chunks: what a streamed fit
+#: holds besides its chunk is this many times two features x features matrices, whatever the data.
+MOMENTS = 2
 
 
 def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int | None = None,
@@ -70,14 +76,26 @@ def stream_fit(estimator, features, *, lagtime: int | None = None, rows: int | N
     if lagged and own is None:
         estimator.lagtime = int(lag)
     if lag is not None:
+        # TICA's and VAMP's own covariance estimator keeps log2(chunks) sets of moments (features x features
+        # each): memory that grows with the data. One of theirs made with at most MOMENTS sets is fed
+        # instead, as their partial_fit feeds it, and the estimator fitted from it.
+        covariances = None
+        if callable(getattr(estimator, "fit_from_covariances", None)):
+            covariances = estimator.covariance_estimator(lagtime=int(lag), ncov=MOMENTS)
+            observe = estimator.observable_transform
         for x, y in lagged_chunks(features, lag, rows):
             if transform is not None:
                 x, y = transform(x), transform(y)
-            estimator.partial_fit((x, y))
+            if covariances is None:
+                estimator.partial_fit((x, y))
+            else:
+                covariances.partial_fit((observe(x), observe(y)))
+        if covariances is not None:
+            estimator.fit_from_covariances(covariances)
     else:
         for x in frame_chunks(features, rows):
             estimator.partial_fit(transform(x) if transform is not None else x)
     return estimator
 
 
-__all__ = ["stream_fit"]
+__all__ = ["MOMENTS", "stream_fit"]
