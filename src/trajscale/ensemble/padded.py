@@ -19,8 +19,10 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError
+from .table import BATCH_TRAJECTORIES
 
-#: Bytes of padded arrays a NetCDF batch holds (at least one trajectory).
+#: Bytes of padded arrays a NetCDF batch holds (at least one trajectory, at most BATCH_TRAJECTORIES: each
+#: trajectory's result is held until its batch is written).
 BATCH_BYTES = 64 * 2**20
 _TEXT = np.dtype(object)
 
@@ -165,7 +167,7 @@ def write_netcdf(result, tmp) -> None:
             if labels:
                 var.attrs["coordinates"] = " ".join(labels)
         f.attrs["analysis"] = result.analysis.name
-        step = max(1, BATCH_BYTES // max(1, layout.row_bytes()))
+        step = max(1, min(BATCH_TRAJECTORIES, BATCH_BYTES // max(1, layout.row_bytes())))
         held: list = []
         i = 0
         for item in itertools.chain(result.items(), [None]):
