@@ -131,6 +131,14 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                      rf"^MDAnalysis, 3 runs, 1 Universe\s+{NUM}\s+{NUM}x$",
                      r"^cpptraj(: not on PATH| )",
                      r"one pass equal to the single runs: True$"]),
+    "outputs.py": (["--size", "small", "--workdir", "{work}/outputs"],
+                   [r"^format\s+N=20\s+N=80\s+ratio\s+<= 1\.2\s+64 KiB name\s+\+MB\s+< 10$",
+                    *(rf"^{ext}\s+{NUM}\s+{NUM}\s+{NUM}x\s+(met|MISSED)\s+{NUM}\s+{NUM}\s+(met|MISSED)$"
+                      for ext in ("csv", "parquet", "nc")),
+                    r"^ members\s+streamed MB\s+in memory MB\s+max \|cov diff\| / max \|cov\|$",
+                    rf"^\s+2\s+{NUM}\s+{NUM}\s+{NUM}$", rf"^\s+4\s+{NUM}\s+{NUM}\s+{NUM}$",
+                    rf"^streamed peak, 4 members / 2: {NUM}x \(<= 1\.2: (met|MISSED)\); below the in-memory fit "
+                    r"at 4: (met|MISSED)$", r"^load average after: "]),
     "predict.py": (["--quick", "--keep", "{work}", "--json", "{work}/predict.json", "--overwrite"],
                    [r"^\s*work\s+executor\s+N\s+serial s\s+predicted\s+range\s+measured\s+error\s+limit",
                     rf"^\s*rmsd\s+processes\s+2\s+{NUM}\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+[+-]{NUM}%",
@@ -181,7 +189,8 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
 MODULES = {
     "test_smoke_arrays": ["arrays.py", "boxes.py", "codecs.py", "fuzz.py", "held_out_user.py", "insitu.py",
                           "mdcath_epoch.py", "ml_loading.py"],   # + test_codec_study_u16_rows_run_without_numba
-    "test_smoke_features": ["compiled_kernels.py", "ensemble.py", "features.py", "kernels.py", "scale.py"],
+    "test_smoke_features": ["compiled_kernels.py", "ensemble.py", "features.py", "kernels.py", "outputs.py",
+                            "scale.py"],
     "test_smoke_demo": ["analyses.py", "chains.py", "one_pass.py", "rmsd.py", "short_runs.py"],
     "test_smoke_io": ["convert.py", "layouts.py", "lossy_read.py", "mda_reader.py", "memory.py", "read_layouts.py",
                       "remote_clients.py", "scaling.py", "write.py"],

@@ -1,0 +1,182 @@
+"""Peak memory of an ensemble's ``--out`` files and of a streamed fit as the members grow: whole processes.
+
+    python benchmarks/outputs.py [--size small|full] [--workdir DIR] [--keep]
+    python benchmarks/outputs.py --size small --workdir /tmp/bench      # what the test suite runs
+
+Outputs: ``trajscale run distances --ensemble catalog.csv --select1 "index 0 1" --select2 "index 1 2"
+--no-pbc --executor serial --results R --out x.EXT`` (a long table of 4 rows a member) for EXT csv, parquet and nc, over
+``N`` tiny members (3 atoms x 2 frames, XTC: ``make_tiny`` of benchmarks/ensemble.py), serial, each a
+whole process with a fresh results folder, at a small and a large ``N``; and at the small ``N`` with one
+member named with 64 KiB.  The peak RSS of each (the kernel's, as :mod:`tests.support.peak_rss`).
+Targets: the large ``N``'s peak within 1.2x of the small's; the long name adds under 10 MB.
+
+Fit: TICA (lag 1, dim 2) on 1,620 pair distances a frame (36 x 45 atoms of an 81-atom system, one XTC
+member of ``frames`` frames each, a random walk), streamed (``stream_fit(TICA(...), FeatureStream(
+Distances(...), catalog))``) and deeptime's fit in memory (``TICA(...).fit(ts.run(...).arrays())``), each
+a whole process, at a small and a large member count; the two models' covariances compared.  Targets: the
+streamed peak at the large count within 1.2x of the small's, and below the in-memory fit's.
+
+Sizes (tiny members; fit members; frames a fit member): ``small`` (the suite's: its figures mean nothing)
+20 and 80; 2 and 4; 10. ``full`` 1,000 and 10,000; 20 and 200; 200.  A first ``--out`` run, not shown,
+fills trajscale's topology cache (a later run reads the topology from it, as a user's later runs do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (peak_rss), beside the benchmarks
+from ensemble import env_for, finish, load_average, make_tiny  # noqa: E402
+
+SIZES = {"small": ((20, 80), (2, 4), 10), "full": ((1000, 10000), (20, 200), 200)}
+LONG = 65536
+SELECT = ("index 0:35", "index 36:80")   # 36 x 45 atoms: 1,620 distances
+
+FIT = r'''
+import json, sys
+import numpy as np
+from deeptime.decomposition import TICA
+import trajscale as ts
+kind, catalog = sys.argv[1], sys.argv[2]
+analysis = ts.Distances(select1="index 0:35", select2="index 36:80", pairs=False, pbc=False)
+if kind == "stream":
+    from trajscale.ml import FeatureStream, stream_fit
+    tica = stream_fit(TICA(lagtime=1, dim=2), FeatureStream(analysis, catalog, executor="serial"))
+else:
+    tica = TICA(lagtime=1, dim=2).fit(ts.run(analysis, catalog, executor="serial").arrays())
+cov = np.asarray(tica.fetch_model().cov_00)
+print(json.dumps({"n": cov.shape[0], "cov": cov.ravel()[:4096].tolist()}))
+'''
+
+
+def peak(cmd: list[str], work: Path) -> tuple[float, str]:
+    """The peak RSS (MB) of ``cmd``'s largest process, and its stdout (exit when it fails)."""
+    from tests.support.peak_rss import peak_rss
+
+    rss, done = peak_rss(cmd, env=env_for(work))
+    if done.returncode != 0:
+        sys.exit(f"outputs.py: {' '.join(cmd[1:5])} ... exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return rss / 2**20, done.stdout
+
+
+def out_peak(work: Path, catalog: Path, ext: str) -> float:
+    tag = f"{catalog.parent.name}-{catalog.stem}{ext}"
+    results, out = work / f"res-{tag}", work / f"out-{tag}"
+    shutil.rmtree(results, ignore_errors=True)
+    out.unlink(missing_ok=True)
+    mb, _ = peak([sys.executable, "-m", "trajscale.cli.main", "run", "distances", "--ensemble", str(catalog),
+                  "--select1", "index 0 1", "--select2", "index 1 2", "--no-pbc", "--executor", "serial",
+                  "--results", str(results),
+                  "--out", str(out), "-q"], work)
+    shutil.rmtree(results, ignore_errors=True)
+    out.unlink()
+    return mb
+
+
+def long_named(catalog: Path) -> Path:
+    """The catalog with its middle member named with :data:`LONG` characters (beside it)."""
+    rows = catalog.read_text().splitlines()
+    k = len(rows) // 2
+    rows[k] = "x" * LONG + rows[k][rows[k].index(","):]
+    out = catalog.with_name("catalog-long.csv")
+    out.write_text("\n".join(rows) + "\n")
+    return out
+
+
+def make_wide(work: Path, n: int, frames: int) -> Path:
+    """``n`` members of an 81-atom system (one residue an atom), ``frames`` frames each, and their catalog."""
+    import warnings
+
+    import MDAnalysis as mda
+
+    folder = work / f"wide{n}x{frames}"
+    catalog = folder / "catalog.csv"
+    if catalog.exists():
+        return catalog
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "top.pdb").write_text("".join(
+        f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}    {i % 9 * 3.8:8.3f}{i // 9 * 3.8:8.3f}{0:8.3f}  1.00  0.00"
+        "           C\n" for i in range(81)) + "END\n")
+    rng = np.random.default_rng(n)
+    start = np.array([[i % 9 * 3.8, i // 9 * 3.8, 0.0] for i in range(81)], np.float32)
+    lines = ["name,topology,trajectory"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        u = mda.Universe(str(folder / "top.pdb"))
+        for k in range(n):
+            walk = start + np.cumsum(rng.normal(0, 0.3, (frames, 81, 3)), axis=0).astype(np.float32)
+            with mda.Writer(str(folder / f"w{k:04d}.xtc"), 81) as w:
+                for x in walk:
+                    u.atoms.positions = x
+                    w.write(u.atoms)
+            lines.append(f"w{k:04d},top.pdb,w{k:04d}.xtc")
+    catalog.write_text("\n".join(lines) + "\n")
+    return catalog
+
+
+def mark(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def outputs(work: Path, small: int, large: int) -> None:
+    catalogs = {n: make_tiny(work, n) for n in (small, large)}
+    out_peak(work, catalogs[small], ".csv")   # (the topology cache filled)
+    print("\n--out of tiny members (3 atoms x 2 frames, 4 rows each), a whole process each: peak RSS MB")
+    print(f"{'format':<8}{f'N={small}':>10}{f'N={large}':>10}{'ratio':>8}{'<= 1.2':>8}"
+          f"{'64 KiB name':>13}{'+MB':>7}{'< 10':>8}")
+    for ext in (".csv", ".parquet", ".nc"):
+        a, b = (out_peak(work, catalogs[n], ext) for n in (small, large))
+        named = out_peak(work, long_named(catalogs[small]), ext)
+        print(f"{ext[1:]:<8}{a:>10.0f}{b:>10.0f}{b / a:>7.2f}x{mark(b / a <= 1.2):>8}{named:>13.0f}"
+              f"{named - a:>7.1f}{mark(named - a < 10):>8}")
+
+
+def fit(work: Path, f_small: int, f_large: int, frames: int) -> bool:
+    """The fits' table; whether the two fits' covariances agree at each count."""
+    print(f"\nTICA (lag 1, dim 2) on 1,620 distances a frame, {frames} frames a member: peak RSS MB of the "
+          "whole process")
+    print(f"{'members':>8}{'streamed MB':>13}{'in memory MB':>14}{'max |cov diff| / max |cov|':>28}")
+    fits = {}
+    (work / "fit.py").write_text(FIT)
+    for n in (f_small, f_large):
+        catalog = make_wide(work, n, frames)
+        got = {kind: peak([sys.executable, str(work / "fit.py"), kind, str(catalog)], work)
+               for kind in ("stream", "memory")}
+        covs = {k: np.asarray(json.loads(out.strip().splitlines()[-1])["cov"]) for k, (_, out) in got.items()}
+        rel = float(np.abs(covs["stream"] - covs["memory"]).max() / np.abs(covs["memory"]).max())
+        fits[n] = (got["stream"][0], got["memory"][0], rel)
+        print(f"{n:>8}{fits[n][0]:>13.0f}{fits[n][1]:>14.0f}{rel:>28.1e}")
+    growth = fits[f_large][0] / fits[f_small][0]
+    print(f"streamed peak, {f_large} members / {f_small}: {growth:.2f}x (<= 1.2: {mark(growth <= 1.2)}); "
+          f"below the in-memory fit at {f_large}: {mark(fits[f_large][0] < fits[f_large][1])}")
+    return all(r <= 1e-10 for _, _, r in fits.values())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=list(SIZES), default="small")
+    p.add_argument("--workdir", default="demo-output/outputs")
+    p.add_argument("--keep", action="store_true", help="keep the trajectories made in the work folder")
+    p.add_argument("--only", choices=("outputs", "fit"), help="measure one of the two (default: both)")
+    args = p.parse_args()
+    work = Path(args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    (small, large), (f_small, f_large), frames = SIZES[args.size]
+    print(f"load average before: {load_average()}")
+
+    if args.only != "fit":
+        outputs(work, small, large)
+    ok = args.only == "outputs" or fit(work, f_small, f_large, frames)
+    finish(work, args.keep, ok, ("tiny*", "wide*"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
