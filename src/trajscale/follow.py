@@ -34,12 +34,6 @@ def refuse_unwritten_frames(analysis: Analysis) -> None:
                           "until it is written), or a reference structure")
 
 
-def _frames_needed(analysis: Analysis) -> int:
-    """The frames a followed run waits for before it prepares: the analysis's reference frame among them."""
-    ref = analysis.trajectory_frame
-    return 1 if ref is None else ref + 1
-
-
 class FollowRounds(Rounds):
     """A trajectory still being written: a round per look that finds new frames, until an Ending."""
 
@@ -58,7 +52,8 @@ class FollowRounds(Rounds):
         refuse_unwritten_frames(analysis)
         super().__init__(str(trajectory), topology, options)
         self.opts = options.follow or FollowOptions()
-        self.frames_needed = _frames_needed(analysis)
+        ref = analysis.trajectory_frame   # a followed run prepares once its reference frame is written
+        self.frames_needed = 1 if ref is None else ref + 1
         self.done = 0
         self.last_new = time.monotonic()
         self.published = (time.monotonic(), 0)   # when, and over how many frames, results were last published

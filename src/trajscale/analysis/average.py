@@ -12,10 +12,10 @@ from ..block import Block, check_finite
 from ..kernels.geometry import box_volume
 from ..kernels.sums import mean_and_m2
 from .base import Analysis, Prepared, no_frames
-from .fitting import fitted_sums, prepare_fit
+from .fitting import Fitted, fitted_sums
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
-from .rmsf import add_sums, first_frame_shift
+from .rmsf import add_sums
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class AverageResult:
             u.atoms.write(str(tmp), file_format="PDB")
 
 
-class AverageStructure(Analysis):
+class AverageStructure(Fitted, Analysis):
     """Mean coordinates of ``select`` after superposing ``fit_select`` (default: ``select``) on the reference.
 
     Parameters mirror MDAnalysis's: ``select`` (the atoms averaged and, by default, fitted),
@@ -86,20 +86,12 @@ class AverageStructure(Analysis):
         return {"name": self.name, "select": self.select, "fit_select": self.fit_select, "ref_frame": self.ref_frame}
 
     @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,) if self.fit_select is None else (self.select, self.fit_select)
-
-    @property
     def trajectory_frame(self) -> int | None:
         """The reference frame of the fit, when the reference is the analysed trajectory."""
         return None if self.reference is not None else self.ref_frame
 
     def prepare(self, universe, source) -> Prepared:
-        fit = self.select if self.fit_select is None else self.fit_select
-        atoms, state = prepare_fit(universe, source, self.select, fit, self.reference, self.ref_frame)
-        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,
-                     shift=first_frame_shift(source, atoms, state))
-        return Prepared(atoms=atoms, state=state)
+        return self.prepare_fitted(universe, source, self.select if self.fit_select is None else self.fit_select)
 
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state

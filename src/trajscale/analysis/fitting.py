@@ -8,14 +8,31 @@ import numpy as np
 from ..block import check_finite
 from ..errors import FrameRangeError, SelectionError
 from ..kernels.geometry import apply_fit
-from ..kernels.sums import frame_sums
+from ..kernels.sums import frame_sums, shift_of
 from ..kernels.superpose import Reference, superpose_rmsd
 from ..topology import select_atoms
-from .base import check_finite_reference
+from .base import Prepared, check_finite_reference
 
 #: Bytes of float64 coordinates a fit moves at once (:func:`fitted_sums`): its copies of the selection
 #: (picked, widened, centred, rotated) are made this many bytes at a time, whatever the block's size.
 FIT_BYTES = 4 * 1024**2
+
+
+class Fitted:
+    """An accumulating analysis of ``select``'s atoms, superposed on a reference by ``fit_select``'s when given."""
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,) if self.fit_select is None else (self.select, self.fit_select)
+
+    def prepare_fitted(self, universe, source, fit_select: str | None) -> Prepared:
+        """The fit's state, with the selection's atoms and the shift its fixed-point sums are taken from: its
+        coordinates in the trajectory's frame 0 (fitted), the same on every worker."""
+        atoms, state = prepare_fit(universe, source, self.select, fit_select, self.reference, self.ref_frame)
+        first = np.array(source.read(0, 1, atoms).positions, copy=True)
+        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,
+                     shift=shift_of(fitted(first, state)[0]))
+        return Prepared(atoms=atoms, state=state)
 
 
 def reference_positions(source, group, selection: str, reference, ref_frame: int, what: str) -> np.ndarray:

@@ -133,15 +133,13 @@ class RDF(TwoSelections, Analysis):
         # every frame has a box of non-zero volume (needs_box): the kernel counts them all, and marks
         # the frames where an atom of either selection is not finite (check_finite's frames)
         finite = np.ones(block.n_frames, bool)
-        count, _ = rdf_histogram(block.positions, i1, i2, block.box, self.range[1], self._edges(),
+        count, _ = rdf_histogram(block.positions, i1, i2, block.box, self.range[1],
+                                 np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range),
                                  self.exclusion_block, finite=finite)
         if not finite.all():
             raise BadCoordinatesError(block.start + int(np.argmin(finite)), path)
         return {"count": count, "volume": exact_sum(box_volume(block.box), block.start, path),
                 "n": block.n_frames}
-
-    def _edges(self) -> np.ndarray:
-        return np.histogram_bin_edges(np.empty(0), bins=self.nbins, range=self.range)
 
     def _pairs(self, n1: int, n2: int) -> float:
         """Pairs of A and B counted per frame (InterRDF's ``N``): all, less those in exclusion blocks."""

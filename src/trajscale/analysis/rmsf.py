@@ -14,18 +14,11 @@ import numpy as np
 
 from ..block import Block, check_finite
 from ..errors import BadCoordinatesError
-from ..kernels.sums import mean_and_m2, shift_of
+from ..kernels.sums import mean_and_m2
 from .base import Analysis, Prepared, no_frames
-from .fitting import fitted, fitted_sums, prepare_fit
+from .fitting import Fitted, fitted_sums
 from .options import FIT_SELECT, REF_FRAME, Command, Option
 from .results import arrays_of, output_format, save_as
-
-
-def first_frame_shift(source, atoms: np.ndarray, state: dict) -> np.ndarray:
-    """The selection's coordinates in the trajectory's frame 0 (fitted, if the analysis fits):
-    the shift the fixed-point sums are taken from, the same on every worker."""
-    x = np.array(source.read(0, 1, atoms).positions, copy=True)
-    return shift_of(fitted(x, state)[0])
 
 
 def add_sums(parts: list[dict]) -> dict:
@@ -59,7 +52,7 @@ class RMSFResult:
                 npy=self.rmsf, arrays=arrays_of(self), attrs={"n_frames": self.n_frames})
 
 
-class RMSF(Analysis):
+class RMSF(Fitted, Analysis):
     """Per-atom RMSF of ``select``, optionally after superposing ``fit_select`` on a reference.
 
     Parameters
@@ -89,10 +82,6 @@ class RMSF(Analysis):
         return {"name": self.name, "select": self.select, "ref_frame": self.ref_frame, "fit_select": self.fit_select}
 
     @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,) if self.fit_select is None else (self.select, self.fit_select)
-
-    @property
     def trajectory_frame(self) -> int | None:
         """The reference frame of the fit (with ``fit_select``), when it is the analysed trajectory's."""
         return None if self.reference is not None or self.fit_select is None else self.ref_frame
@@ -108,10 +97,7 @@ class RMSF(Analysis):
                 f"{self.ref_frame})",)
 
     def prepare(self, universe, source) -> Prepared:
-        atoms, state = prepare_fit(universe, source, self.select, self.fit_select, self.reference, self.ref_frame)
-        state.update(path=source.path, sel_atoms=universe.select_atoms(self.select).indices,
-                     shift=first_frame_shift(source, atoms, state))
-        return Prepared(atoms=atoms, state=state)
+        return self.prepare_fitted(universe, source, self.fit_select)
 
     def map(self, block: Block, prep: Prepared) -> dict:
         s = prep.state

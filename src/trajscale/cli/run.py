@@ -182,7 +182,8 @@ def _run(planned: list[Planned], args):
 
     traj = args.trajectories[0] if len(args.trajectories) == 1 else args.trajectories
     refuse_options_without_effect(args, traj)
-    _import_dependencies()
+    from ..kernels import superpose  # noqa: F401  (compiled kernels load before the run's clock starts)
+
     options = run_options(args, traj)
     on_update = publisher(args, Outputs(planned, args.topology)) if options.follow is not None else None
     analysis = planned[0].analysis if len(planned) == 1 else [p.analysis for p in planned]
@@ -368,11 +369,6 @@ def predicted_wall(args) -> float | None:
     machine = Machine.load(args.machine) if args.machine else here
     model = fit_reports([load_report(p) for p in args.predict_from], executor, ran_on=here)
     return predict_storage(model, [n], machine).preds[0].t_wall
-
-
-def _import_dependencies() -> None:
-    """Load the compiled kernels before the run's clock starts (not MDAnalysis: cached selections never need it)."""
-    from ..kernels import superpose  # noqa: F401
 
 
 def _say_mpi_size(args) -> None:

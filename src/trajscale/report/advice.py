@@ -489,12 +489,8 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
         if a is not None:
             out.append(a)
     out = reconcile(out)
-    return _name_kept_stream(report, out) if _temporary_source(report) else out
-
-
-def _temporary_source(report: RunReport) -> bool:
-    """Whether the run read a stream's temporary copy, deleted when the run ended."""
-    return report.meta.follow is not None and report.meta.follow.temporary
+    temporary = report.meta.follow is not None and report.meta.follow.temporary   # a stream's copy, deleted at the end
+    return _name_kept_stream(report, out) if temporary else out
 
 
 def _name_kept_stream(report: RunReport, advice: list[Advice]) -> list[Advice]:

@@ -63,14 +63,10 @@ def startup_in_run(worker, report: RunReport) -> float:
     return t_start
 
 
-def one_topology_load(workers) -> bool:
-    return sum(1 for w in workers if w.t_init_top > 0) == 1
-
-
 def worker_basis(report: RunReport, factor: float = STRAGGLER_FACTOR) -> WorkerBasis:
     """Each worker's compared time (module docstring), as the diagnosis and the plot use it."""
     workers = worker_timings(report)
-    leave = {"t_wait"} | ({"t_init_top"} if one_topology_load(workers) else set())
+    leave = {"t_wait"} | ({"t_init_top"} if sum(w.t_init_top > 0 for w in workers) == 1 else set())
     phases = tuple(p for p in WORKER_PHASES if p not in leave)
     rows = [{p: (startup_in_run(w, report) if p == "t_start" else float(getattr(w, p))) for p in phases}
             for w in workers]
