@@ -117,15 +117,9 @@ def _is_mdanalysis_atoms(topology) -> bool:
 class AnalysisTopology:
     """What an analysis prepares on, from the topology a run is given and the trajectory it opened.
 
-    ``topology`` is a topology file (or None), an MDAnalysis Universe, or an AtomGroup of one: the
-    analysis then selects within it, as MDAnalysis's analyses take an ``atomgroup``.  A trajectory
-    MDAnalysis reads brings its own Universe.  Otherwise selections come from the selection cache
-    when they can, and MDAnalysis builds the Universe (with the trajectory's first frame) only if not.
-
-    Raises
-    ------
-    AtomCountMismatchError
-        The topology and the trajectory have different numbers of atoms.
+    ``topology`` is a topology file (or None), an MDAnalysis Universe, or an AtomGroup of one (selections are then
+    made within it, as MDAnalysis's analyses take an ``atomgroup``). Otherwise selections come from the selection
+    cache when they can, and the Universe is built only if not. Raises AtomCountMismatchError.
     """
 
     def __init__(self, topology, source) -> None:

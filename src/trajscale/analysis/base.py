@@ -207,6 +207,16 @@ class MinimumImage:
         return self.pbc
 
 
+class OneSelection:
+    """An analysis of one selection, ``select``."""
+
+    select: str
+
+    @property
+    def selections(self) -> tuple[str, ...]:
+        return (self.select,)
+
+
 class TwoSelections:
     """An analysis of two selections, ``select1`` and ``select2`` (what the layout advice names)."""
 

@@ -12,7 +12,7 @@ from ..block import Block, check_finite, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, indexed_pair_distances
 from ..topology import select_atoms
-from .base import Analysis, FrameCost, FrameRows, MinimumImage, Prepared, check_boxes
+from .base import Analysis, FrameCost, FrameRows, MinimumImage, OneSelection, Prepared, check_boxes
 from .fitting import frame_index, reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
 from .residues import atom_table, derived, narrowed
@@ -148,7 +148,7 @@ class Contacts(MinimumImage, Analysis):
                               int(prep.state["native"].sum()))
 
 
-class ResidueContacts(MinimumImage, Analysis):
+class ResidueContacts(MinimumImage, OneSelection, Analysis):
     """``r.contacts``: (F, P) per frame, for each pair of residues of ``select`` at least ``min_separation``
     apart (in residue index), the minimum distance between their selected atoms in Å (MDTraj's
     ``compute_contacts`` scheme ``closest-heavy`` with the default selection, which leaves out hydrogens
@@ -194,10 +194,6 @@ class ResidueContacts(MinimumImage, Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select, "cutoff": self.cutoff,
                 "min_separation": self.min_separation, "pbc": self.pbc}
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,)
 
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")

@@ -13,7 +13,7 @@ from ..block import Block, check_finite, sorted_unique
 from ..errors import SelectionError
 from ..kernels.geometry import quad_dihedral_sincos, quad_dihedrals, safe_radius2, triclinic_vectors
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared
+from .base import Analysis, FrameRows, OneSelection, Prepared
 from .options import NO_PBC, Command, Option
 from .residues import atom_table, backbone_quintuples, derived, side_quadruples, topology_of
 from .results import SERIES_OUT, Features, TimeSeries
@@ -113,7 +113,7 @@ def block_dihedral_sincos(x: np.ndarray, quad: np.ndarray, dims: np.ndarray | No
     return out
 
 
-class Ramachandran(Analysis):
+class Ramachandran(OneSelection, Analysis):
     """``r.angles``: (F, R, 2) backbone (φ, ψ) in degrees for the R residues MDAnalysis's ``Ramachandran`` keeps of
     ``select``, as its ``results.angles``; with ``sincos=True``, ``r.sincos``: (F, R, 4)
     ``(sin φ, cos φ, sin ψ, cos ψ)``. ``pbc`` minimum-images each bond in the frame's box, as MDAnalysis does when
@@ -159,10 +159,6 @@ class Ramachandran(Analysis):
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select, "sincos": self.sincos, "pbc": self.pbc,
                 "omega": self.omega, "chi1": self.chi1}
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,)
 
     @property
     def result_name(self) -> str:

@@ -7,12 +7,12 @@ import numpy as np
 from ..block import Block, check_finite
 from ..kernels.geometry import radius_of_gyration
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared, masses_of, positive_weights
+from .base import Analysis, FrameRows, OneSelection, Prepared, masses_of, positive_weights
 from .options import Command, Option
 from .results import SERIES_OUT, TimeSeries
 
 
-class RadiusOfGyration(Analysis):
+class RadiusOfGyration(OneSelection, Analysis):
     """``r.rgyr`` (F,) Å, with ``r.frames`` and ``r.times``.
 
     Parameters
@@ -32,10 +32,6 @@ class RadiusOfGyration(Analysis):
 
     def get_config(self) -> dict:
         return {"name": self.name, "select": self.select}
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,)
 
     def prepare(self, universe, source) -> Prepared:
         group = select_atoms(universe, self.select, "selection")

@@ -18,7 +18,7 @@ import numpy as np
 from ..block import Block, check_finite
 from ..errors import ConfigError
 from ..topology import select_atoms
-from .base import Analysis, FrameRows, Prepared
+from .base import Analysis, FrameRows, OneSelection, Prepared
 from .results import TimeSeries
 
 #: A function of ``__main__`` travels as this prefix + its cloudpickle, base64 (configs stay plain strings).
@@ -105,15 +105,11 @@ class ReduceResult:
     report: object = None
 
 
-class _UserAnalysis(Analysis):
+class _UserAnalysis(OneSelection, Analysis):
     def __init__(self, select: str = "all", needs_box: bool = False) -> None:
         self.select = select
         #: The function computes with the box (minimum image, a volume): frames without one are refused.
         self.needs_box = bool(needs_box)
-
-    @property
-    def selections(self) -> tuple[str, ...]:
-        return (self.select,)
 
     def prepare(self, universe, source) -> Prepared:
         return Prepared(atoms=select_atoms(universe, self.select, "selection").indices, state={"path": source.path})

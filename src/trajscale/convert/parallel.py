@@ -27,10 +27,9 @@ def convert_parallel(comm, job, sources, universe_atoms, partial, *, resume: boo
                      progress: bool = False):
     """Write ``job`` into ``partial`` from every rank of ``comm``, resumably (called by ``convert``).
 
-    In each round rank ``r`` writes the ``r``-th chunk-aligned slab (at most ``stream.SLAB_BYTES`` of input)
-    after the frames already counted, so every round completes a prefix of the file, committed durably,
-    then counted by rank 0: a resume on any number of ranks continues there.  A SIGTERM is acted on by
-    every rank together at the next round; the file is renamed only once every frame's count is read back.
+    In each round rank ``r`` writes the ``r``-th chunk-aligned slab after the frames already counted, so every
+    round completes a prefix of the file, committed durably, then counted by rank 0: a resume on any number of
+    ranks continues there. A SIGTERM is acted on by every rank together at the next round.
     """
     from .segmented import check_complete, chunk_frames
 

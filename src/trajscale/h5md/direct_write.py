@@ -50,21 +50,9 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class RowTarget:
-    """Where the rows of one dataset live in the file: plain values, sent to workers.
-
-    Attributes
-    ----------
-    name
-        The dataset's path in the file.
-    n_rows, row_bytes
-        Rows (frames) of the dataset and the bytes of one.
-    chunk_rows
-        Rows per stored chunk (all rows for a contiguous dataset).
-    addresses
-        File offset of each chunk, in row order (one for a contiguous dataset).
-    dtype
-        The stored type (``numpy.dtype.str``): rows are written as its bytes.
-    """
+    """Where the rows of one dataset live in the file, as plain values sent to workers: ``chunk_rows`` rows per
+    chunk (all rows when contiguous) at ``addresses`` (one per chunk, in row order), each row ``row_bytes`` of
+    the stored type ``dtype`` (``numpy.dtype.str``)."""
 
     name: str
     n_rows: int
@@ -165,16 +153,8 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
 
 
 class DirectWrites:
-    """Writes rows of planned datasets with ``pwrite`` at their addresses (a worker's side; no compiled loop:
-    a slab's rows are mostly one run of adjacent addresses).
-
-    Parameters
-    ----------
-    path
-        The file :func:`plan_writes` planned (never opened in HDF5 here).
-    targets
-        Its result.
-    """
+    """Writes rows of the datasets :func:`plan_writes` planned with ``pwrite`` at their addresses, never opening the
+    file in HDF5 (a worker's side; no compiled loop: a slab's rows are mostly one run of adjacent addresses)."""
 
     def __init__(self, path: str | os.PathLike, targets: dict[str, RowTarget]) -> None:
         self.path = str(path)

@@ -64,17 +64,8 @@ class Diagnosis:
 def measure(report: RunReport, baseline: RunReport | None = None) -> Diagnosis:
     """Derived numbers and stragglers of one run (no advice yet: :func:`.advice.diagnose` adds it).
 
-    Parameters
-    ----------
-    report
-        The run to diagnose.
-    baseline
-        Optional serial or N=1 run of the same job; gives S(N) = t1 / tN and E(N) = S(N) / N from the reports'
-        ``t_total`` (for a baseline with N_b > 1 workers, E(N) = S(N) x N_b / N).
-
-    Returns
-    -------
-    Diagnosis
+    ``baseline``: a serial or N=1 run of the same job, giving S(N) = t1 / tN and E(N) = S(N) / N from the reports'
+    ``t_total`` (for a baseline with N_b > 1 workers, E(N) = S(N) x N_b / N).
     """
     totals = phase_totals(report)
     workers = worker_timings(report)
