@@ -266,14 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:
         if exc.code and exc.code > 128:
-            _say_interrupted(args, f"terminated by signal {exc.code - 128}")
-            _share_interruption(exc)
+            _interrupted(args, f"terminated by signal {exc.code - 128}", exc)
             if argv is None:
                 gc.freeze()   # a stopped command ends within seconds: its objects are left to the OS too
         raise
     except KeyboardInterrupt:
-        _say_interrupted(args, "interrupted")
-        _share_interruption(SystemExit(130))
+        _interrupted(args, "interrupted", SystemExit(130))
         return 130
     except Exception:
         from ..util import stop_requested
@@ -283,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # a signal's exit raised in a library's code can come out as that library's error (numpy's ImportError, seen)
         exc = SystemExit(128 + signum)
-        _say_interrupted(args, f"terminated by signal {signum}")
-        _share_interruption(exc)
+        _interrupted(args, f"terminated by signal {signum}", exc)
         raise exc from None
 
 
@@ -331,21 +328,17 @@ def _this_process_runs(args) -> bool:
     return _on_ranks(args) or launch.rank == 0
 
 
-def _share_interruption(exc: SystemExit) -> None:
-    """Rank 0 interrupted before it shared what it prepared: the ranks waiting in that share end as it does."""
-    if "trajscale.sharing" in sys.modules:
-        sys.modules["trajscale.sharing"].share_interruption(exc)
-
-
-def _say_interrupted(args, how: str) -> None:
-    """One line on what an interrupted command left (``set_defaults(kept_when_interrupted=fn)``)."""
+def _interrupted(args, how: str, exc: SystemExit) -> None:
+    """One line on what an interrupted command left (``set_defaults(kept_when_interrupted=fn)``); rank 0
+    interrupted before it shared what it prepared makes the ranks waiting in that share end as it does."""
     from ..launch import rank
 
-    if rank() != 0:
-        return   # under a launcher every rank was signalled: rank 0 says it once
-    kept = getattr(args, "kept_when_interrupted", None)
-    print(f"trajscale {args.command}: {how}; {kept(args) if kept else 'no partial output was kept'}",
-          file=sys.stderr)
+    if rank() == 0:   # under a launcher every rank was signalled: rank 0 says it once
+        kept = getattr(args, "kept_when_interrupted", None)
+        print(f"trajscale {args.command}: {how}; {kept(args) if kept else 'no partial output was kept'}",
+              file=sys.stderr)
+    if "trajscale.sharing" in sys.modules:
+        sys.modules["trajscale.sharing"].share_interruption(exc)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,20 @@
-"""Lossy storage of coordinates at a stated precision, like XTC's 0.001 nm.
-
-Two encodings, chosen with ``--encoding`` (sizes and speeds in docs/benchmarks.md, ``benchmarks/codecs.py``):
+"""Lossy storage of coordinates at a stated precision, like XTC's 0.001 nm (sizes and speeds: docs/benchmarks.md).
 
 ``floats`` (the default)
     Values are rounded to a power-of-two quantum no larger than the precision, which zeroes the float32 mantissa
     bits below it; shuffle plus a lossless filter compresses the zeros away. Every HDF5 reader gets plain floats.
-    About 1.5x the XTC's size: a value alone still carries ~13 bits, and no generic filter predicts a value from
-    its neighbours. HDF5's scale-offset filter gives the same size and reads 3x slower, so it is not offered.
 
 ``deltas``
-    What XTC does, laid out for a fast decoder: integers ``round(x / precision)`` less a per-axis centre, each
-    atom stored as the difference from a reference atom one to three places before it (the nearest in the first
-    frame written), zigzag-coded into uint16 (modulo 2^16). Atoms whose first-frame difference is 1.28 Å or more
-    are stored first, so the high bytes of most values form one run of zeros that LZ4 removes. Each atom's
-    reference and group are a ``uint8`` in the dataset ``trajscale_codes`` beside ``value``; the centre is the
-    ``trajscale_center`` attribute. Coordinates must lie within +-32767 steps of the centre (+-327 Å at 0.01 Å);
-    beyond that ``deltas32`` stores plain atom-to-atom differences as uint32. Only trajscale decodes either: the
-    dataset's ``unit`` attribute names the encoding (so MDAnalysis refuses the file instead of reading integers
-    as coordinates), the real unit is in ``trajscale_unit``.
+    What XTC does, laid out for a fast decoder: integers ``round(x / precision)`` less a per-axis centre (the
+    ``trajscale_center`` attribute), each atom stored as the difference from a reference atom one to three places
+    before it, zigzag-coded into uint16. Atoms far from their reference in the first frame are stored first, so
+    the high bytes of most values form one run of zeros that LZ4 removes. Each atom's reference and group are a
+    ``uint8`` in the dataset ``trajscale_codes``. Beyond +-32767 steps of the centre, ``deltas32`` stores plain
+    atom-to-atom differences as uint32. The dataset's ``unit`` attribute names the encoding, so MDAnalysis refuses
+    the file instead of reading integers as coordinates; the real unit is in ``trajscale_unit``.
 
-Both bound the error by precision / 2 and record, on the dataset: ``trajscale_precision`` (Å, as stated),
-``trajscale_quantum`` (the step, in the file's unit) and ``trajscale_encoding``.
+Both bound the error by precision / 2 and record ``trajscale_precision`` (Å, as stated), ``trajscale_quantum``
+(the step, in the file's unit) and ``trajscale_encoding`` on the dataset.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Predict the same run at N ranks from one run's own report (``trajscale report --predict``).
 
 The model (equations and assumptions: docs/scaling.md) is fitted from the report(s) for a
-:class:`~trajscale.report.machine.Machine`.  t_wall(N) is the fixed costs, the workers' start, the slowest rank's
-metadata, read and compute terms over ``ceil(T/N)`` tasks, and a tree collective's communication plus the bytes
-moved.  A worker that has finished frees its core; a straggler seen in the report is assumed at every N."""
+:class:`~trajscale.report.machine.Machine`; a straggler seen in the report is assumed at every N."""
 
 from __future__ import annotations
 
