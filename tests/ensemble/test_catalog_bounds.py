@@ -23,12 +23,12 @@ HOSTILE = {
     "table-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = {name = "adk"}\n',
                          "row 1: label 'system' is a table"),
     "huge-cell.csv": ("name,trajectory\nm," + "x" * (129 * 1024) + ".xtc\n", "line 2: is not a CSV catalog's"),
-    "huge-name.csv": ("name,trajectory\n" + "n" * 65536 + ",x.xtc\n", "row 1: name 'nnnn"),
+    "huge-name.csv": ("name,trajectory\n" + "n" * 70_000 + ",x.xtc\n", "row 1: name 'nnnn"),
     "huge-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = "' + "s" * 50_000_000 + '"\n',
                         "is a TOML catalog of 48 MiB"),
     "long-label.toml": ('[[members]]\ntrajectory = "x.xtc"\nsystem = "' + "s" * 200_000 + '"\n',
                         "row 1: label 'system'"),
-    "huge-column.csv": ("trajectory," + "c" * 5000 + "\nx.xtc,1\n", "a column is named by 5,000 characters"),
+    "huge-column.csv": ("trajectory," + "c" * 70_000 + "\nx.xtc,1\n", "a column is named by 70,000 characters"),
     "wide.csv": ("trajectory," + ",".join(f"c{i}" for i in range(300)) + "\n", "has 301 columns"),
     "long-path.csv": ("trajectory\n" + "d/" * 3000 + "x.xtc\n", "characters long: a path is at most 4096"),
 }
@@ -72,6 +72,8 @@ def test_the_bounds_pass_every_catalog_a_user_writes(tmp_path):
         f'note = "{". ".join(["A sentence"] * 40)}"\nversion = "1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18"\n')
     (m,) = Ensemble.from_catalog(tmp_path / "ok.toml")
     assert m.name == "7" and m.trajectory[0].endswith(long) and m.labels["temperature"] == 310.5
+    (tmp_path / "named.csv").write_text("name,trajectory\n" + "n" * 65_536 + ",x.xtc\n")   # a 64 KiB name
+    assert [m.name for m in Ensemble.from_catalog(tmp_path / "named.csv")] == ["n" * 65_536]
 
 
 @pytest.mark.cli

@@ -35,11 +35,12 @@ RESERVED = ("name", "trajectory", "topology", "format")
 #: Catalog formats by file name ending.
 CATALOG_FORMATS = {".csv": "csv", ".toml": "toml", ".parquet": "parquet", ".pq": "parquet"}
 #: The bounds a catalog is read within, checked before any member is made: rows (an mdCATH-sized data set is
-#: 135,000), label columns, characters of a name, label or column name (each is repeated on every row of a
-#: long table), and of a location (PATH_MAX; a URL's key is shorter).
+#: 135,000), label columns, characters of a name, label or column name (64 Ki: an output keeps each once a
+#: batch, so a long one costs its own size, not a row's share of it), and of a location (PATH_MAX; a URL's
+#: key is shorter).
 MAX_ROWS = 1_000_000
 MAX_LABELS = 256
-MAX_NAME = 1024
+MAX_NAME = 65_536
 MAX_LOCATION = 4096
 #: Bytes of a TOML catalog (about 20,000 members; a larger ensemble is a CSV or Parquet catalog): TOML is parsed
 #: in Python, at a few MB a second.
