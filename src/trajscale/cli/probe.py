@@ -75,12 +75,6 @@ def _calibrated(asked: list[str] | None) -> list[str]:
     return list(dict.fromkeys(asked))
 
 
-def _log(line: str) -> None:
-    import logging
-
-    logging.getLogger("trajscale.probe").info(line)
-
-
 def main(args) -> int:
     from ..report.probe import ProbeOptions, probe, probe_mpi, under_mpi
 
@@ -95,12 +89,14 @@ def main(args) -> int:
     if machine is None:   # an MPI rank other than 0
         return 0
     if args.launch:
+        import logging
         from pathlib import Path
 
         from ..report.calibrate import calibrate_launch
 
         folder = Path(args.path) if Path(args.path).is_dir() else Path(args.path).parent
-        machine = calibrate_launch(folder, machine, executors, repeat=args.repeat, log=_log)
+        machine = calibrate_launch(folder, machine, executors, repeat=args.repeat,
+                                   log=logging.getLogger("trajscale.probe").info)
     print(machine.format_assumptions())
     if args.out:
         machine.write(args.out, overwrite=args.overwrite)

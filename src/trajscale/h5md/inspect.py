@@ -185,7 +185,8 @@ def times_summary(t: np.ndarray, steps: np.ndarray | None = None) -> dict | None
 
 def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units: str | None = None) -> dict:
     """Everything ``trajscale inspect`` prints, as a dict: every particle group, and ``group``'s layout."""
-    f, size, collective = _open_sized(path)
+    store = checked_store(path)   # its metadata read afresh, not cached
+    f, size, collective = open_h5(store, kept_metadata=False), store.size, opens_collectively(store)
     with f:
         names = particle_groups(f) if isinstance(f.get("particles"), h5py.Group) else []
         listing = {}
@@ -217,12 +218,6 @@ def inspect_file(path: str | os.PathLike, group: str | None = None, assume_units
             if isinstance(creator, h5py.Group):
                 facts["creator"] = f"{creator.attrs.get('name', '')} {creator.attrs.get('version', '')}".strip()
     return facts
-
-
-def _open_sized(path) -> tuple[h5py.File, int, bool]:
-    """The HDF5 file at ``path``, its size, whether MPI ranks open it together; metadata read afresh, not cached."""
-    store = checked_store(path)
-    return open_h5(store, kept_metadata=False), store.size, opens_collectively(store)
 
 
 def space_facts(f: h5py.File, size: int) -> dict:
