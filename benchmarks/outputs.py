@@ -7,8 +7,8 @@ Outputs: ``trajscale run distances --ensemble catalog.csv --select1 "index 0 1" 
 --no-pbc --executor serial --results R --out x.EXT`` (a long table of 4 rows a member) for EXT csv, parquet and nc, over
 ``N`` tiny members (3 atoms x 2 frames, XTC: ``make_tiny`` of benchmarks/ensemble.py), serial, each a
 whole process with a fresh results folder, at a small and a large ``N``; and at the small ``N`` the same
-analysis and output from Python (``ts.run`` then ``save``: a catalog's names are at most 1,024
-characters) with one member renamed with 64 KiB, against the same without.  The peak RSS of each (the
+analysis and output from Python (``ts.run`` then ``save``) with one member renamed with 64 KiB, against
+the same without.  The peak RSS of each (the
 kernel's, as :mod:`tests.support.peak_rss`).
 Targets: the large ``N``'s peak within 1.2x of the small's; the long name adds under 10 MB.
 
@@ -41,7 +41,7 @@ SIZES = {"small": ((20, 80), (2, 4), 10), "full": ((1000, 10000), (20, 200), 200
 LONG = 65536
 SELECT = ("index 0:35", "index 36:80")   # 36 x 45 atoms: 1,620 distances
 
-#: A catalog takes names of at most 1,024 characters: the long name is given from Python.
+#: The long name given from Python: the same members, one renamed, and nothing else changed.
 NAMED = r'''
 import sys
 import trajscale as ts
