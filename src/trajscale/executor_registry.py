@@ -1,15 +1,15 @@
 """The executors trajscale knows: one registry of names, each with what the rest of trajscale reads of it.
 
-Everything that names executors (``make_executor``, the CLI, convert's runner, the probe, the prediction) derives
-from :data:`EXECUTORS`; the prediction reads traits, never names, so adding an executor takes its module, one entry
-here and its tests (:class:`trajscale.testing.ExecutorConformance`).  This module imports nothing of trajscale but
-its errors: the report package and the executors both read it, and it must stay below both."""
+Everything that names executors derives from :data:`EXECUTORS`; the prediction reads traits, never names, so
+adding an executor takes its module, one entry here and its tests (:class:`trajscale.testing.ExecutorConformance`).
+It stays below both the report package and the executors, which read it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .formats import load
 
 #: ``ExecutorTraits.workers``: one worker; ``-n N`` workers; the ranks of the MPI launcher (``mpiexec -n N``).
 WORKER_COUNTS = ("one", "n_workers", "launcher")
@@ -262,14 +262,6 @@ def register(traits: ExecutorTraits) -> ExecutorTraits:
     """Add (or replace) an executor's entry, e.g. a plugin's or a test's; the CLI built after sees it."""
     EXECUTORS[traits.name] = traits
     return traits
-
-
-def load(path: str):
-    """The object at ``"module:attribute"`` (an executor's class, a convert runner), imported now."""
-    import importlib
-
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,8 @@
-"""An output in use: an ``flock`` on a lock file that names its holder, for as long as the holder runs.
+"""An output in use: an ``flock`` on a lock file that names its holder (pid and host), for as long as it runs.
 
-convert's and rechunk's partial outputs and an ensemble's results folder are each written by one run at a
-time: a second is refused in one line naming the holder (its pid and host).  The kernel lets go of an
-``flock`` when the last process holding the file ends, so a killed run leaves no stale lock: the next run
-takes it over.  Forked workers share their parent's lock and never remove it; the process that took it
-removes the file when it lets go, or when it exits.
+A second run on the same output is refused in one line naming the holder. The kernel lets go of an ``flock``
+when the last holder ends, so a killed run leaves no stale lock. Forked workers share their parent's lock and
+never remove it; the process that took it removes the file when it lets go or exits.
 """
 
 from __future__ import annotations

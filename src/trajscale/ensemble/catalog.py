@@ -1,17 +1,10 @@
 """What an ensemble is: its member trajectories, named, each with its topology, location(s) and labels.
 
-An :class:`Ensemble` is an ordered tuple of :class:`Member` records, each one trajectory analysed on its
-own (its own topology, atom count and selections).  It comes from a catalog (CSV, TOML or Parquet, one row
-per trajectory: :meth:`Ensemble.from_catalog`; docs/ensembles.md gives the columns), a glob over a folder
-or an object-store prefix (:meth:`Ensemble.from_glob`), or members given directly.
-
-One file may hold several member trajectories (an mdCATH file: one per temperature and replica). Its format declares
-in its traits (:class:`~trajscale.formats.FormatTraits`: ``members``, ``member_patterns``) a function
-``members(location, base) -> list[Member] | None`` (``"module:function"``, imported only when used) and the file
-name patterns it is asked for. A row is offered to it when its ``format`` column names it, or when the row gives no
-topology and its one file's name matches a pattern. It returns the members the file holds (each with its ``source``
-config, its labels extending ``base.labels`` and a name extending ``base.name``: ``"1abcA00/320/0"``), or None when
-the file is not of its format. Nothing registers itself on import.
+An :class:`Ensemble` comes from a catalog (CSV, TOML or Parquet, one row per trajectory; docs/ensembles.md
+gives the columns), a glob over a folder or an object-store prefix, or members given directly. A format whose
+file holds several members (mdCATH) declares in its traits a ``members(location, base)`` function and the name
+patterns it is asked for (:class:`~trajscale.formats.FormatTraits`); it returns the file's members (names
+extending ``base.name``: ``"1abcA00/320/0"``), or None for a file not of its format.
 """
 
 from __future__ import annotations
@@ -230,7 +223,10 @@ class Ensemble:
         if kind is None:
             raise InputFileError(where, f"an ensemble catalog is {', '.join(CATALOG_FORMATS)} (the ending decides); "
                                         f"{ext or 'no ending'} is none of them")
-        data = _catalog_bytes(where, storage_options)
+        try:
+            data = Location(where, storage_options).read()
+        except OSError as exc:
+            raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
         rows = {"csv": _csv_rows, "toml": _toml_rows, "parquet": _parquet_rows}[kind](data, where)
         return cls(_named(_rows_made(_bounded(rows, where), where)), origin=where, storage_options=storage_options)
 
@@ -276,7 +272,7 @@ class Ensemble:
                 m = regex.search(path)
                 if m is None:
                     raise ConfigError(f"labels {labels!r}: does not match {path}")
-                row.update({k: _typed(v) for k, v in m.groupdict().items() if v is not None})
+                row.update({k: int(v) if v.isdigit() else v for k, v in m.groupdict().items() if v is not None})
             if topology is not None:
                 row["topology"] = _topology_of(os.fspath(topology), pattern, path, row)
             rows.append(row)
@@ -318,13 +314,6 @@ _WILDCARD = re.compile(r"(\*\*/|\*|\?|\[[^\]]*\])")
 
 
 # -- catalogs ---------------------------------------------------------------------------------------------------
-def _catalog_bytes(where: str, storage_options: Mapping | None) -> bytes:
-    try:
-        return Location(where, storage_options).read()
-    except OSError as exc:
-        raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
-
-
 def _csv_rows(data: bytes, where: str) -> Iterator[dict]:
     """The catalog's rows, one at a time, read as columns first (every row decides a label column's type);
     a row's cells are let go of as it is handed out, so the file's rows are never all held twice."""
@@ -387,10 +376,6 @@ def _parses(text: str, kind: type) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _typed(text: str):
-    return int(text) if text.isdigit() else text
 
 
 def _toml_rows(data: bytes, where: str) -> list[dict]:

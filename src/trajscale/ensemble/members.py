@@ -81,16 +81,12 @@ def member_spec(member: Member, options: RunOptions) -> dict:
             "storage_options": options.storage_options}
 
 
-def _spec_options(spec: dict) -> RunOptions:
-    return RunOptions(start=spec["start"], stop=spec["stop"], step=spec["step"], group=spec["group"],
-                      assume_units=spec["assume_units"], continuous=spec["continuous"],
-                      storage_options=spec["storage_options"])
-
-
 def open_spec(spec: dict) -> Source:
     """The Source of a member a worker prepares (:func:`member_spec`), opened as the root would open it."""
     member = Member(spec["name"], tuple(spec["trajectory"]), spec["topology"], source=spec["source"])
-    return open_member(member, _spec_options(spec))
+    return open_member(member, RunOptions(
+        start=spec["start"], stop=spec["stop"], step=spec["step"], group=spec["group"],
+        assume_units=spec["assume_units"], continuous=spec["continuous"], storage_options=spec["storage_options"]))
 
 
 def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Preparation, range]:

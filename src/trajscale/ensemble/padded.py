@@ -1,11 +1,9 @@
 """An ensemble's per-trajectory arrays padded along a ``trajectory`` dimension: the xarray Dataset, and its
 NetCDF file written a batch of trajectories at a time.
 
-One pass over the results learns each variable's type and each dimension's size (:class:`Padded`); the
-Dataset is then made in memory, or the NetCDF-4 file (an HDF5 file: h5py reads it too) written about
-:data:`BATCH_BYTES` of padded arrays at a time, each trajectory's result read again from its results
-folder, so that writing it holds one batch whatever the number of trajectories.  Text is written as
-variable-length strings: a long name costs its length once.
+One pass learns each variable's type and each dimension's size (:class:`Padded`); the NetCDF-4 file is then
+written about :data:`BATCH_BYTES` of padded arrays at a time, each result read again from its results folder:
+writing holds one batch whatever the number of trajectories.
 """
 
 from __future__ import annotations

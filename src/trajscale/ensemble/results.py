@@ -1,20 +1,8 @@
-"""An analysis's results over an ensemble: per trajectory, as one long table, as arrays, and aggregated.
-
-:class:`EnsembleResult` holds one analysis's result for each trajectory that finished (``r["rep3"]`` is
-what a run over that trajectory alone gives), the trajectories refused, and the run's report; a results
-folder's are read from it when asked for, one at a time.
-
-* Per-frame results (RMSD, ...) as one long table: a row per frame of each trajectory, with the
-  trajectory's name and the catalog's label columns (:meth:`~EnsembleResult.table`).
-* Labelled features (φ/ψ, pair distances: an analysis whose ``features`` is true), whose number differs
-  between topologies, as a long table of a row per trajectory, frame and feature: one schema whatever each
-  trajectory's feature count, so members of different systems share one table, file and row group.
-  :meth:`~EnsembleResult.arrays` gives each trajectory's ``(frames, features)`` array (deeptime's input).
-* Per-atom and per-bin results (RMSF, RDF, average structure) as an xarray Dataset with a ``trajectory``
-  dimension (:meth:`~EnsembleResult.dataset`): different atom counts are padded along ``atom`` (NaN, or -1
-  for integers; ``atom_index`` -1), features along ``frame`` and ``feature``.
-* Aggregates where they are well defined (:meth:`~EnsembleResult.aggregate`): an RDF over replicas of one
-  system is the RDF of their concatenation, with its bits.
+"""An analysis's results over an ensemble: per trajectory (``r["rep3"]`` is what a run over that one alone
+gives), as one long table (:meth:`~EnsembleResult.table`; labelled features a row per frame and feature, one
+schema whatever each member's feature count), as arrays (:meth:`~EnsembleResult.arrays`), as an xarray Dataset
+padded along ``atom``/``feature`` (:meth:`~EnsembleResult.dataset`), and aggregated where well defined
+(:meth:`~EnsembleResult.aggregate`). A results folder's are read when asked for, one at a time.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""An ensemble run as rounds of the run engine: members prepared, run in rounds, each finished member saved.
+"""An ensemble run as rounds of the run engine (:mod:`trajscale.engine`).
 
-The run engine (:mod:`trajscale.engine`) runs every kind of run as rounds of tasks on one executor; a
-:class:`~trajscale.engine.Rounds` decides them.  :class:`EnsembleRounds` cuts the members not saved already
-into rounds (:mod:`.plan`); prepares each round's members (a short one by the worker that reads it, a long
-one here), refusing those that cannot be, and lays their frames out on one axis
-(:class:`~trajscale.ensemble.source.EnsembleSource`); and after each round, on the root, turns each
-member's partial into its results, saves or keeps them, and hands the engine back nothing to hold: the
-root's memory does not grow with the rounds.
-
-A member that fails while its frames are read or mapped is refused with the reason; under ``strict``
-the first refusal ends the run (said when the next round is decided, so every MPI rank hears it).
+:class:`EnsembleRounds` cuts the members not saved already into rounds (:mod:`.plan`), prepares each round's
+members (refusing those that cannot be), lays their frames on one axis
+(:class:`~trajscale.ensemble.source.EnsembleSource`), and after each round turns each member's partial into
+results and saves them: the root's memory does not grow with the rounds. Under ``strict`` the first refusal
+ends the run, said when the next round is decided so every MPI rank hears it.
 """
 
 from __future__ import annotations
@@ -167,7 +162,9 @@ class EnsembleRounds(Rounds):
             t0 = time.perf_counter()
             a, b = self._rounds[self._next]
             members = [(self._todo[p], self.ensemble[self._todo[p]]) for p in range(a, b)]
-            sizes = {i: _whole_bytes(m, self._todo_sizes[p]) for p, (i, m) in zip(range(a, b), members, strict=True)}
+            # a member's frames in memory, read whole, from its file's bytes (a compressed file's a few times them)
+            sizes = {i: self._todo_sizes[p] * (1 if m.source is not None else WHOLE_BYTES_PER_FILE_BYTE)
+                     for p, (i, m) in zip(range(a, b), members, strict=True)}
             self._next += 1
             trial = self._trial if self._trial is not None and any(i == self._trial.index for i, _ in members) \
                 else None
@@ -365,12 +362,6 @@ def _file_size(member) -> int:
         except TrajscaleError:
             pass
     return total
-
-
-def _whole_bytes(member, size: int) -> int:
-    """What ``member``'s frames take in memory read whole, from its bytes (a compressed file's a few times
-    them: :data:`~.prepare.WHOLE_BYTES_PER_FILE_BYTE`)."""
-    return size if member.source is not None else size * WHOLE_BYTES_PER_FILE_BYTE
 
 
 def _fetched(member) -> bool:

@@ -1,10 +1,8 @@
 """What an ensemble run cost, by trajectory: counts, bytes and seconds, and the slowest trajectories.
 
-A task of an ensemble reads several trajectories, and a long trajectory is read by several tasks, so
-:class:`EnsembleFacts` adds to the run's report the view by trajectory: a report names the slowest
-trajectories, not only the slowest tasks (the report's JSON ``"ensemble"``: :func:`report_dict`).  The root
-folds each finished trajectory's :class:`MemberStats` into one :class:`MemberCosts` and keeps nothing else
-of it: the same size whatever the number of trajectories.
+A task reads several trajectories and a long trajectory is read by several tasks, so the report names the
+slowest trajectories, not only tasks (:func:`report_dict`). The root folds each finished trajectory's
+:class:`MemberStats` into one :class:`MemberCosts`: the same size whatever the number of trajectories.
 """
 
 from __future__ import annotations

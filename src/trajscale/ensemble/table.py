@@ -1,11 +1,8 @@
 """An ensemble's long table a batch at a time: as NumPy columns, as Arrow record batches, as CSV and Parquet.
 
-A batch holds at most :data:`BATCH_ROWS` rows (a trajectory with more is cut between its frames) and
-:data:`BATCH_TRAJECTORIES` trajectories, each trajectory's result read (from its results folder) when its
-batch is made: writing a table holds one batch, whatever the number of trajectories.  Text that repeats
-row after row (a trajectory's name, a text label, a feature's label) is held once per batch with a code
-per row (:class:`Coded`), so a long name costs its length once, not once per row; Arrow and Parquet keep
-such a column dictionary-encoded.
+A batch holds at most :data:`BATCH_ROWS` rows and :data:`BATCH_TRAJECTORIES` trajectories, each read when its
+batch is made: writing a table holds one batch whatever the number of trajectories. Text that repeats row after
+row is held once per batch with a code per row (:class:`Coded`; dictionary-encoded in Arrow and Parquet).
 """
 
 from __future__ import annotations
@@ -47,12 +44,6 @@ class Coded:
         mask = self.codes < 0
         return pa.DictionaryArray.from_arrays(pa.array(self.codes, mask=mask if mask.any() else None),
                                               pa.array(self.values, pa.string()))
-
-
-def _coded(values: np.ndarray, times: int) -> Coded:
-    """Text ``values`` repeated ``times`` over."""
-    kept, codes = np.unique(np.asarray(values, dtype=str), return_inverse=True)
-    return Coded(np.tile(codes.astype(np.int32), times), kept.tolist())
 
 
 def label_kinds(members, names) -> dict[str, tuple]:
@@ -125,7 +116,11 @@ def _member_parts(result, member, r, kinds: dict) -> Iterator[dict]:
         else:
             out["feature_index"] = np.tile(np.arange(k, dtype=np.int64), len(f))
             for name, v in labels.items():
-                out[name] = np.tile(v, len(f)) if v.dtype.kind != "U" else _coded(v, len(f))
+                if v.dtype.kind != "U":
+                    out[name] = np.tile(v, len(f))
+                else:
+                    kept, codes = np.unique(np.asarray(v, dtype=str), return_inverse=True)
+                    out[name] = Coded(np.tile(codes.astype(np.int32), len(f)), kept.tolist())
             out["value"] = values[a:a + step].reshape(-1)
         yield out
 

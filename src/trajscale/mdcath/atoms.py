@@ -1,17 +1,10 @@
 """An mdCATH file's atoms from the file itself: what an analysis labels its features with, without MDAnalysis.
 
-mdCATH keeps, beside each domain's ``pdbProteinAtoms`` text, one value per atom in datasets: ``resid``,
-``resname``, ``chain`` (and ``element``, ``z``); atom names are in the text alone (columns 13-16).
-:func:`labelled_topology` reads the names as MDAnalysis's PDB parser does (first model, ``ATOM``/``HETATM`` up
-to the first ``END``), the residues and chains from the datasets, and checks every field before use (one value
-per atom, the right kind, equal to the text's columns). A file that fails a check is refused
-(:class:`~trajscale.errors.InputFileError`, naming the field and first atom): an ensemble refuses that member
-alone. A dataset the file lacks is taken from the text's columns, as MDAnalysis takes it.
-
-Residues are the runs of atoms with one residue number, name, insertion code and chain (MDAnalysis's), so the
-φ/ψ atoms found are those MDAnalysis's ``Ramachandran`` finds on the text's Universe.
-
-The result is kept per file version and shared by files whose text and datasets are the same bytes.
+Atom names come from the ``pdbProteinAtoms`` text (read as MDAnalysis's PDB parser reads it), residues and chains
+from the per-atom datasets, every field checked before use; a file failing a check is refused
+(:class:`~trajscale.errors.InputFileError`) and an ensemble refuses that member alone. Residues are split as
+MDAnalysis splits them, so the φ/ψ atoms are those its ``Ramachandran`` finds. The result is kept per file
+version and shared by files whose text and datasets are the same bytes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """What describing a local mdCATH file found, kept for the next run on the same file (trajscale's cache).
 
-Describing a file (:func:`~.source.ensemble_members`) and reading its atoms (:func:`~.atoms.labelled_topology`)
-open its HDF5 metadata with h5py: about 10 ms a file, and h5py's import. A second run reads both from one JSON
-entry a file instead, with no HDF5: the entry is the first run's own result (the layouts as shipped; the
-``pdbProteinAtoms`` text and per-atom datasets as stored, checked again), so the features are the same bits. A
-small entry keeps the digest of that text and those datasets: a process that read the same atoms from another
-file takes them without loading this one's text.
-
-An entry is named by the file's identity (real path, device, inode, size, modification time in ns) and its
-status-change time (which no one can set back). Objects behind URLs keep their HDF5 metadata in their own cache
-(:mod:`trajscale.hdf5.metadata`). Entries are kept as every trajscale cache keeps them
-(:mod:`trajscale.cache_files`); a damaged or foreign entry is a miss. ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns this
-cache off with the topology caches.
+Describing a file and reading its atoms cost about 10 ms a file and h5py's import; a second run reads both from
+one JSON entry instead (the first run's own result, checked again), so the features are the same bits. An entry
+is named by the file's identity and status-change time (which no one can set back) and kept as every trajscale
+cache is (:mod:`trajscale.cache_files`); a damaged entry is a miss. ``TRAJSCALE_TOPOLOGY_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """mdCATH's per-domain HDF5 files: each (temperature, replica) a trajectory of its own, read-only.
 
-mdCATH (Mirarchi et al., Sci Data 2024) keeps one file ``mdcath_dataset_{domain}.h5`` per CATH domain. Its root
-holds one group, ``/{domain}``, with the protein's atoms (``chain``, ``element``, ``resid``, ``resname``, ``z``)
-and three texts (``pdb``, ``psf``, ``pdbProteinAtoms`` of the protein alone); under it,
-``/{domain}/{temperature}/{replica}`` (320-450 K; replicas 0-4) holds ``coords`` (frames x atoms x 3, float32,
-Å, contiguous and uncompressed), ``forces`` (kcal/mol/Å), ``box`` (the first frame's, a diagonal 3x3 matrix in
-nm), ``rmsd``, ``rmsf``, ``gyrationRadius``, ``dssp`` and the attribute ``numFrames``.
+mdCATH (Mirarchi et al., Sci Data 2024) keeps one file per CATH domain: ``/{domain}`` holds the atoms and the
+``pdbProteinAtoms`` text; ``/{domain}/{temperature}/{replica}`` holds ``coords`` (frames x atoms x 3, float32, Å,
+contiguous), ``forces`` (kcal/mol/Å), ``box`` (nm) and ``numFrames``. A member is named ``"{temperature}/{replica}"``
+(``member=`` or ``mdcath_dataset_1abcA00.h5#348/0``).
 
-A member is named ``"{temperature}/{replica}"``: given as ``member=`` or after the file's name,
-``mdcath_dataset_1abcA00.h5#348/0``. A file is recognised by its own bytes (HDF5 whose root holds one group
-with a ``pdbProteinAtoms`` text); the topology is that text (:func:`universe`); :func:`members` lists the
-members with their labels.
-
-Every file is read through its byte store, local or behind a URL, the same way. The process that opens a member
-first reads its HDF5 metadata (:func:`~.layout.hdf5_of`), checks every field it will use (shapes, frame count
-against ``numFrames``, dtypes, units, that the data lie inside the file) and records where the coordinates and
-forces lie (:class:`MemberLayout`) with the store's identity. That record travels in the config with the store's
-:meth:`~trajscale.storage.bytestore.ByteStore.state`: a worker reads frames at those byte offsets
-(:class:`~trajscale.hdf5.chunks.ChunkReads`) without opening HDF5 at all, after checking the store's identity.
-
-Frames are 1 ns apart: frame ``i`` is at ``(i + 1) * 1000`` ps with step ``i + 1``, as mdCATH's own
-conversion utilities (``convert_mdCATH.py``) number them. Forces come in MDAnalysis's kJ/(mol Å).
+The opening process reads the HDF5 metadata once, checks every field it uses, and records where coordinates and
+forces lie (:class:`MemberLayout`) with the store's identity; workers read frames at those offsets without
+opening HDF5. Frame ``i`` is at ``(i + 1) * 1000`` ps, step ``i + 1``, as mdCATH's ``convert_mdCATH.py`` numbers
+them; forces come in MDAnalysis's kJ/(mol Å).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Map-style datasets over a packed HDF5 store and over an MD trajectory.
 
-Both follow torchmd-net's rule for HDF5 under a DataLoader: the file is opened lazily, once per process,
-never inherited across ``fork`` (the handle is keyed by the process id and dropped when pickled).  A batch
-is read in one go: a contiguous store through a memory map (one vectorised gather per key), anything else
-one read per contiguous run of the sorted indices, so a
-:class:`~trajscale.ml.sampler.BlockBatchSampler` batch costs a few large reads instead of 256 small ones.
+Both follow torchmd-net's rule for HDF5 under a DataLoader: the file is opened lazily, once per process, never
+inherited across ``fork``. A batch is read in one go (a memory map's gather, or one read per contiguous run of
+the sorted indices), so a :class:`~trajscale.ml.sampler.BlockBatchSampler` batch costs a few large reads.
 Neither needs torch: items are dicts of NumPy arrays; :func:`make_loader` wraps one in a DataLoader.
 """
 

@@ -1,22 +1,10 @@
 """Frames of many trajectories as one PyTorch dataset: an ensemble's members, sampled in contiguous runs.
 
-:class:`EnsembleDataset` numbers the frames of every member of an ensemble one after another
-(:class:`~trajscale.ensemble.Ensemble`: a catalog, a glob such as ``"data/mdcath_dataset_*.h5"``,
-H5MD files, mdCATH members, any trajectory ``trajscale run`` reads; local or behind a URL). A batch
-from :class:`~trajscale.ml.sampler.BlockBatchSampler` holds a few blocks of consecutive frames, mostly of
-one member each: it is read with one call per member where its Source reads many frames at once (a local
-mdCATH file), else one ``Source.read`` per contiguous run of a member's frames, never one per sample.
-
-Each process opens only the files its batches touch and keeps at most ``max_open`` open (least recently
-used closed first), whatever the number of members; the members of one mdCATH file share its one open
-store.  A member is reopened from the Source config the dataset was made with (data offsets, chunk
-addresses): a worker reads frames without walking HDF5 metadata again.  With ``cache_dir``, a file behind
-a URL is fetched once per node (:class:`~trajscale.storage.nodecache.NodeCache`) and read from there.
-
-Members differ in their atom counts (mdCATH's domains do), so a batch is packed as PyTorch Geometric
-batches its graphs: the atoms of every sample one after another (``position``: (sum of atoms, 3)),
-``n_atoms`` per sample to split them, and per sample its ``trajectory`` (the member's number in
-``names``), ``name``, ``frame``, ``time`` and the member's labels (numbers as arrays, others as lists).
+A :class:`~trajscale.ml.sampler.BlockBatchSampler` batch is read with one call per member where its Source
+reads many frames at once, else one ``Source.read`` per contiguous run, never one per sample. Each process keeps
+at most ``max_open`` files open (LRU), and reopens a member from its shipped Source config without walking HDF5
+metadata again; with ``cache_dir`` a URL is fetched once per node. Members differ in atom counts, so a batch is
+packed as PyTorch Geometric packs graphs: atoms one after another, ``n_atoms`` per sample to split them.
 """
 
 from __future__ import annotations

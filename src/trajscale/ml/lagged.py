@@ -1,15 +1,10 @@
 """Time-lagged pairs ``(x_t, x_{t+τ})`` of per-trajectory features, for TICA, VAMP and VAMPnets.
 
-A pair that joins the end of one trajectory to the start of the next, or two parts of a trajectory with a
-gap between them, is a transition that never happened.  Here a pair never spans two trajectories, a refused
-member, or two frames that do not follow each other: where a trajectory's time step differs from its usual
-one (the median of its steps), it is cut into pieces, and pairs are made within each (:func:`piece_bounds`).
-
-Features come one trajectory after another (:func:`trajectories`): 2-D arrays ``(frames, features)``
-(deeptime's own input, each array one piece), an ensemble's per-frame result (read one member at a time),
-or a :class:`FeatureStream` (an ensemble run a few members at a time; every pass computes them again).
-:func:`lagged_pairs` gives deeptime's ``(X, Y)`` in memory; :func:`lagged_chunks` and :func:`frame_chunks`
-give chunks of a bounded number of rows for deeptime's ``partial_fit`` (:mod:`trajscale.ml.streaming`).
+A pair across two trajectories, a refused member or a gap is a transition that never happened: a trajectory is
+cut where its time step differs from its usual one (the median), and pairs are made within each piece
+(:func:`piece_bounds`). Features come one trajectory after another (:func:`trajectories`); :func:`lagged_pairs`
+gives deeptime's ``(X, Y)`` in memory, :func:`lagged_chunks` and :func:`frame_chunks` bounded chunks for
+``partial_fit`` (:mod:`trajscale.ml.streaming`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Time-lagged pairs as PyTorch datasets: for VAMPnets and other models of transitions.
 
-A sample is a pair ``(x_t, x_{t+τ})`` of one trajectory (:mod:`trajscale.ml.lagged`: never spanning two
-trajectories or a gap), numbered so that consecutive samples are consecutive frames: a
-:class:`~trajscale.ml.sampler.BlockBatchSampler` batch is read as a few contiguous runs of frames.
-:class:`LaggedDataset` serves features held in memory (``x``, ``y``: (batch, features));
-:class:`LaggedEnsembleDataset` serves coordinates of an ensemble's members, packed as
-:class:`~trajscale.ml.ensemble.EnsembleDataset` packs them.  Each sample also carries its ``trajectory``,
-``name``, ``frame`` (``t``), ``time`` and ``time_lagged`` where known, and the member's labels.
+A sample is a pair ``(x_t, x_{t+τ})`` of one trajectory (never spanning two or a gap), numbered so that
+consecutive samples are consecutive frames: a :class:`~trajscale.ml.sampler.BlockBatchSampler` batch is read as
+a few contiguous runs. :class:`LaggedDataset` serves features held in memory; :class:`LaggedEnsembleDataset`
+an ensemble's coordinates, packed as :class:`~trajscale.ml.ensemble.EnsembleDataset` packs them.
 """
 
 from __future__ import annotations
@@ -52,8 +49,6 @@ class LaggedDataset(_BatchReads):
             names.append(traj.name)
             labels.append(traj.labels)
             offset += len(traj.values)
-        if not values:
-            raise ConfigError("no trajectory to make pairs of")
         self._data = np.concatenate(values)
         self._times = np.concatenate(times).astype(np.float64)
         self._rows = np.concatenate(rows)

@@ -1,22 +1,9 @@
 """deeptime's estimators fed chunk by chunk: TICA, VAMP, covariances and mini-batch k-means in bounded memory.
 
-deeptime's covariance estimators and ``MiniBatchKMeans`` learn by ``partial_fit``, keeping only moments
-(merged by Chan's formulas) or centres between chunks.  :func:`stream_fit` hands an estimator ``(X, Y)``
-chunks of time-lagged pairs (:func:`~trajscale.ml.lagged.lagged_chunks`) when it has a lag time, else
-chunks of frames, so memory holds one trajectory's features, one chunk (16 MiB by default) and the
-estimator's state (a TICA's or VAMP's: :data:`MOMENTS` sets of covariances), whatever the number of
-trajectories::
-
-    from deeptime.clustering import MiniBatchKMeans
-    from deeptime.decomposition import TICA
-
-    features = FeatureStream(ts.Ramachandran(select="protein", sincos=True), "mdcath_dataset_*.h5")
-    tica = stream_fit(TICA(lagtime=10, dim=4), features).fetch_model()   # a CovarianceKoopmanModel
-    kmeans = stream_fit(MiniBatchKMeans(n_clusters=50), features, transform=tica.transform).fetch_model()
-    dtrajs = stream_transform(features, tica, kmeans)
-
-The model is deeptime's own and equals an in-memory fit on the same trajectories (``TICA(lagtime=10,
-dim=4).fit(list_of_arrays)``) to rounding: the covariances within 1e-10 of each other, relatively.
+:func:`stream_fit` hands a ``partial_fit`` estimator ``(X, Y)`` chunks of time-lagged pairs when it has a lag
+time, else chunks of frames, so memory holds one trajectory's features, one chunk and the estimator's state
+(:data:`MOMENTS` sets of covariances), whatever the number of trajectories. The model equals an in-memory fit to
+rounding (covariances within 1e-10, relatively); docs/ensembles.md shows the use.
 """
 
 from __future__ import annotations

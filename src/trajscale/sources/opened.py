@@ -1,13 +1,10 @@
 """Sources kept open for the next read: at most a bounded number, the least recently used closed first.
 
-A segmented trajectory's parts, an ensemble worker's members (one cache per thread) and the ML ensemble
-dataset's files are each kept in an :class:`OpenSources`, the one mechanism that bounds what a process holds
-open, counts what it opened and keeps what the closed ones read, so that totals only grow.
-
-Each cache's ``limit`` is its share; all of a process's caches together hold at most :data:`BUDGET` sources
-(one open file each at most), however they nest: an ensemble of segmented members holds ``BUDGET``, not
-members times parts.  Past it, the thread that opens closes its own least recently used source, never one
-that contains the cache it is adding to (a member whose part it opens), nor another thread's (in use there).
+:class:`OpenSources` is the one mechanism that bounds what a process holds open (a segmented trajectory's
+parts, an ensemble worker's members, the ML dataset's files), counting what it opened and keeping what the
+closed ones read. All of a process's caches together hold at most :data:`BUDGET` sources however they nest
+(an ensemble of segmented members holds ``BUDGET``, not members times parts); past it, the opening thread closes
+its own least recently used source, never one that contains the cache it adds to, nor another thread's.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Which Source reads a file: one table of formats, each told by the file's own bytes.
 
-Every caller that opens a trajectory (``open_source``, a segment index's parts, ``run --follow``, ``convert``,
-``inspect``) asks this module, so a format is read by the same Source everywhere. Each kind of Source declares
-its traits in one record (:class:`~trajscale.formats.FormatTraits`: the formats it reads and what it can do with
-them), which its class reads; it recognises a file by :meth:`~.base.Source.guess_format`, from the first bytes.
-The registry never probes a Source (xarray's backend entrypoints and ``guess_engine`` are the model): it reads
-those records, and nothing else names a format.
-
-A file is matched in three passes: the bytes, asked in precedence order of every Source whose files may begin
-as this one does (a Source the file cannot be is not even imported); then the name ending
-(:attr:`~.base.Source.suffixes`), so an empty or damaged ``.xtc`` gets the XTC reader's own error; then, for
-formats no Source names, MDAnalysis's table by extension. A file no pass matches is refused in one line
-listing what is supported.
-
-Third parties add a Source through the entry point group ``trajscale.sources`` (name: the Source's ``kind``;
-value: ``module:Class``), asked after trajscale's own, before MDAnalysis's extension table.
+Every caller that opens a trajectory asks this module, so a format is read by the same Source everywhere. Each
+Source declares its traits in one record (:class:`~trajscale.formats.FormatTraits`); the registry reads those
+records and never probes a Source (xarray's ``guess_engine`` is the model). A file is matched by its bytes (only
+Sources whose files may begin so are imported), then by name ending (so a damaged ``.xtc`` gets the XTC reader's
+error), then by MDAnalysis's extension table; else refused in one line listing what is supported. Third parties
+add a Source through the entry point group ``trajscale.sources`` (``kind = module:Class``).
 """
 
 from __future__ import annotations

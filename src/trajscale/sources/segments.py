@@ -1,25 +1,17 @@
 """Many trajectory files (segments) presented as one trajectory, opened only when read.
 
-A segment index (JSON, written by ``trajscale split`` or ``trajscale index``) lists every part with its global
-frame range, so opening the trajectory opens no part: a task opens only the segments holding its frames, and at
-most ``max_open`` stay open (LRU), so thousands of parts never exhaust file descriptors and a rank never touches
-another rank's parts (Khoshlessan et al. 2020's subfiling; MDAnalysis's ChainReader opens every part).
-
-Each part is opened by the Source the format registry names for it (no topology, no Universe per part);
-XTC/TRR frame offsets are scanned once, by the preparing process, and travel in the config, so a worker reads
-no index, scans no part and writes no offset cache. A plain list of parts becomes the same source through
-:meth:`SegmentedSource.from_parts`.
-
-Index format (paths relative to the index's folder)::
+A segment index (JSON, from ``trajscale split``/``index``) lists every part's global frame range, so a task opens
+only the parts holding its frames, at most ``max_open`` at once (LRU; Khoshlessan et al. 2020's subfiling;
+MDAnalysis's ChainReader opens every part). XTC/TRR offsets are scanned once by the preparing process and travel
+in the config. Index format (paths relative to the index's folder)::
 
     {"format": "trajscale-segments", "version": 1, "n_atoms": N, "topology": null | "top.tpr",
      "segments": [{"path": "part_000.h5md", "start": 0, "n_frames": 500,
                    "first_time": 0.0, "last_time": 499.0}, ...],
      "group": "protein", "assume_units": "nm"}   # optional, for H5MD parts (``trajscale index --group``)
 
-A segment may also hold ``"file_frames"`` (more frames than its ``n_frames``: its last ones repeat times of the
-next part, a GROMACS restart) and ``"shift_step"``/``"shift_time"`` (added to its steps and times), as
-:func:`~.chain.plan_join` decided.
+A segment may hold ``"file_frames"`` (its last frames repeat the next part's, a GROMACS restart) and
+``"shift_step"``/``"shift_time"``, as :func:`~.chain.plan_join` decided.
 """
 
 from __future__ import annotations
@@ -238,8 +230,10 @@ class SegmentedSource(Source):
                 raise AtomCountMismatchError(f"{path} has {info['n_atoms']} atoms but {first[0]} has {first[1]}")
             if info["n_frames"] == 0:
                 raise InputFileError(path, "has no frames")
-            if infos and infos[-1]["damaged"]:
-                _refuse_damaged_part(infos[-1])
+            if infos and infos[-1]["damaged"]:   # (the chain would join across a hole)
+                from .chain import refuse_damaged_part
+
+                refuse_damaged_part(infos[-1]["path"], infos[-1]["damaged"])
             infos.append(info)
         opened = (registry.for_format(i["format"]).open(i["path"], OpenRequest(
             n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"], group=group,
@@ -457,13 +451,6 @@ SHIP_PARTS_BYTES = 8 * 1024**2
 def _metadata_bytes(state: dict | None) -> int:
     """The bytes of HDF5 metadata a part's shipped state holds (base64 text, as it travels)."""
     return sum(len(text) for _, text in (state or {}).get("metadata") or ())
-
-
-def _refuse_damaged_part(info: dict) -> None:
-    """A part ending early at damage, with another part after it, is refused (the chain would join across a hole)."""
-    from .chain import refuse_damaged_part
-
-    refuse_damaged_part(info["path"], info["damaged"])
 
 
 def joined_segments(infos: list[dict], opened, continuous: bool = False) -> list[dict]:

@@ -1,19 +1,10 @@
-"""Trajectories behind a URL (``s3://bucket/key``, ``http(s)://``): bytes by range requests, below the Sources.
+"""Trajectories behind a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``hf://``): bytes by range
+requests, below the Sources, which read a URL as they read a path.
 
-A URL reaches the same format registry and the same Source as a path. What differs lives here: a
-:class:`~.bytestore.ByteStore` answers a file's size and identity and reads byte ranges (a local file's
-``pread``, an object's concurrent range requests), opened by :mod:`.opener`; :class:`~.fileobj.CachingFile`
-gives HDF5 a block-cached file object for the metadata. Each format reads its frames with its own read plan.
-
-Every object and listing of one server (scheme, endpoint, bucket, options) in a process shares one
-:class:`~.server.Server`: its store, and one outage clock, so a frozen server costs a run ``retry_seconds``
-once and stops it (:class:`~trajscale.errors.ServerUnreachable`), whatever the number of its files.
-
-Options are fsspec's ``storage_options``, plus trajscale's ``retry_seconds``, ``timeout``, ``max_concurrency``
-and ``merge_gap``. Credentials come from them or the usual AWS environment and profiles; they are never written
-into a message, a log, a report or a profile.
-
-This module imports no client library: ``import trajscale`` stays free of them.
+A :class:`~.bytestore.ByteStore` answers a file's size and identity and reads byte ranges (:mod:`.opener`);
+every object of one server shares one :class:`~.server.Server`. Options are fsspec's ``storage_options`` plus
+``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``; credentials never reach a message, log,
+report or profile. This module imports no client library: ``import trajscale`` stays free of them.
 """
 
 from __future__ import annotations

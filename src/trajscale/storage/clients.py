@@ -1,13 +1,7 @@
-"""The client of an object behind a URL: its scheme's store, built once per process from the URL and its
-storage options, every option checked against what that store takes, and the certificates it trusts.
-
-A scheme is one row of :data:`STORE_SCHEMES`: its obstore store and the fsspec-style option names it takes
-besides obstore's own keys. :data:`OWN_OPTIONS` and :data:`CLIENT_OPTIONS` apply to every scheme; an unknown
-option or a value of the wrong kind is refused in one line naming it (:func:`check_options`).
-
-Trust: the system's certificate authorities (or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), plus the PEM bundle of the
-first of the ``ca_bundle`` option, ``REQUESTS_CA_BUNDLE``, ``AWS_CA_BUNDLE``, ``CURL_CA_BUNDLE``
-(:func:`trusted_bundle`).
+"""The client of an object behind a URL: its scheme's obstore store, built once per process, every storage
+option checked against what that store takes (:func:`check_options`), and the certificates it trusts: the
+system's plus the first PEM bundle of ``ca_bundle``, ``REQUESTS_CA_BUNDLE``, ``AWS_CA_BUNDLE``,
+``CURL_CA_BUNDLE`` (:func:`trusted_bundle`).
 """
 
 from __future__ import annotations
@@ -108,7 +102,8 @@ def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
             raise ConfigError(f"storage option {k}: give {kind} (got {v!r})")
     if name in ("http", "hf") and set(opts) - set(STORE_SCHEMES[name].names):
         taken = sorted((*OWN_OPTIONS, *CLIENT_OPTIONS, *STORE_SCHEMES[name].names))
-        raise ConfigError(f"{_shown_url(url)}: storage option {', '.join(sorted(set(opts) - set(taken)))} is not one "
+        raise ConfigError(f"{url.split('?')[0].split('#')[0]}: storage option "
+                          f"{', '.join(sorted(set(opts) - set(taken)))} is not one "
                           f"{'hf' if name == 'hf' else 'http(s)'} URLs take (they take {', '.join(taken)})")
     for k in ("token", "endpoint_url") if name == "hf" else ():
         if k in opts and not isinstance(opts[k], str):
@@ -120,10 +115,6 @@ def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
         raise ConfigError("storage option client_kwargs: give a mapping of endpoint_url and/or region_name "
                           f"(got {', '.join(sorted(extra)) if isinstance(extra, dict) else repr(extra)})")
     return own, client, opts
-
-
-def _shown_url(url: str) -> str:
-    return url.split("?")[0].split("#")[0]
 
 
 def trusted_bundle(own: dict) -> tuple[str, str] | None:

@@ -1,17 +1,11 @@
-"""Files on the Hugging Face Hub, ``hf://``, spelled as ``huggingface_hub``'s file system spells them:
+"""Files on the Hugging Face Hub, ``hf://``, spelled as ``huggingface_hub`` spells them:
 ``hf://datasets/ORG/NAME[@REVISION]/PATH`` (``spaces/`` likewise; ``hf://ORG/NAME/...`` is a model's).
 
-A file is read at one commit. A branch or tag is resolved to its commit once a process (:func:`commit_of`); a
-glob lists the repository's tree at that commit and names every match with it (``...@COMMIT/...``), so a run's
-workers, its report and a resumed run read the same bytes whatever the branch does meanwhile
-(:func:`pin_revisions`). A file's resolve URL is answered by a redirect to a signed storage URL: it is asked once
-and kept per file (:class:`HubObject`); ranges go straight to the storage through the http store, and a target
-refused (expired) is resolved again, once.
-
-The Hub's own API (revision, tree, resolve) is asked with the standard library's client, without following
-redirects: a token (storage option ``token``, ``HF_TOKEN``, or the file ``huggingface_hub`` keeps) goes to the Hub
-only, never to the storage, nor into a message; ``429`` and ``503`` are waited out as ``Retry-After`` says,
-within ``retry_seconds``. The endpoint is the storage option ``endpoint_url``, ``HF_ENDPOINT``, or huggingface.co.
+A branch or tag is resolved to its commit once a process and every glob match is named with it, so workers,
+report and a resumed run read the same bytes whatever the branch does meanwhile. A file's signed storage URL is
+asked once and kept (:class:`HubObject`), asked again once when refused (expired). The Hub's API is asked with
+the standard library without following redirects, so the token goes to the Hub only, never to the storage nor
+into a message; ``429``/``503`` are waited out within ``retry_seconds``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
-"""A node-local copy of a store, shared by every worker on the node (Devarajan, HUG 2024's DYAD step; fsspec's
-``simplecache``): what a library that opens files by their path (HDF5 for the ML datasets, MDAnalysis for a
-topology) reads of bytes behind a URL, and where mdCATH's and H5MD's members behind URLs are read from
-(:func:`at_hand`).
+"""A node-local copy of a store, shared by every worker on the node (fsspec's ``simplecache``): what a library
+that opens files by path (HDF5, MDAnalysis) reads of bytes behind a URL (:func:`at_hand`).
 
-The first process on a node that needs the store copies it into ``cache_dir`` (``/dev/shm``, local NVMe)
-under an exclusive ``flock`` on the entry's lock file; the others block on it, then read the finished copy
-(written under a temporary name, fsynced, size-checked and renamed: never half a copy).  Readers hold a
-shared lock; eviction (least recently used first) removes only entries whose exclusive lock it can take.
-
-Entries are keyed by the original's :meth:`~trajscale.storage.ByteStore.stamp` (a file's path, size and
-mtime; an object's URL, size and ETag), so a replaced original gets a new entry, and an object replaced
-mid-copy is refused rather than mixed with the new.  A copy that does not fit is not made: a local file is
-then read in place (logged once per process), an object refused.  A copy whose size or header no longer
-matches its original is reported as corrupt.
+The first process copies under an exclusive ``flock`` (temporary name, fsync, size check, rename: never half a
+copy); the others block, then read it under a shared lock, and eviction (LRU) removes only entries whose
+exclusive lock it can take. Entries are keyed by the original's :meth:`~trajscale.storage.ByteStore.stamp`, so
+a replaced original gets a new entry and one replaced mid-copy is refused. A copy that does not fit is not made:
+a local file is read in place, an object refused.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""An object behind a URL as a byte store: its size and identity, and its bytes by ranges.
+"""An object behind a URL as a byte store (the twin of :class:`~.bytestore.LocalFile`), read by concurrent
+range requests through obstore (:mod:`.clients`, :mod:`.inflight`).
 
-:class:`RemoteObject` (the twin of :class:`~.bytestore.LocalFile`) reads an object with range requests through
-obstore (:mod:`.clients`), many at once from the process's request threads (:mod:`.inflight`). A range answered
-with other bytes than asked for is never used, and every request asks for the object's ETag (``If-Match``; a
-versioned bucket's reads are pinned to the run's version), so an object replaced during a run is refused, not
-mixed with the old one. Failures are classified and retried within ``retry_seconds`` (:mod:`.retry`); requests,
-bytes, network wait and retries are counted (:class:`FetchStats`) for the RunReport.
-
-Why obstore rather than fsspec/s3fs: the same 1,000 ranges from a local S3 server took obstore well under a
-second and s3fs's ``cat_ranges`` minutes (docs/remote.md). The options stay fsspec's ``storage_options``,
-translated to obstore's names (:mod:`.clients`).
+A range answered with other bytes than asked for is never used, and every request pins the object's ETag
+(``If-Match``), so an object replaced during a run is refused, not mixed. Failures are retried within
+``retry_seconds`` (:mod:`.retry`) and counted (:class:`FetchStats`). obstore rather than s3fs: 1,000 ranges take
+it well under a second and ``cat_ranges`` minutes (docs/remote.md).
 """
 
 from __future__ import annotations
@@ -83,10 +78,6 @@ def validator_of(identity: Identity, size: int) -> Validator:
     return Validator("etag", True, f"ETag {etag}: every replacement is refused")
 
 
-def _is_object_url(url) -> bool:
-    return scheme_of(url) is not None
-
-
 class RemoteObject(ByteStore):
     """One object behind a URL, read by concurrent range requests; :meth:`open` fetches its first bytes and ETag."""
 
@@ -95,7 +86,7 @@ class RemoteObject(ByteStore):
     worker_modules = ("obstore", "trajscale.storage.objects")
 
     def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
-        if not _is_object_url(url):
+        if scheme_of(url) is None:
             raise ConfigError(f"{url}: not a URL trajscale reads (s3://, gs://, az://, http://, https://)")
         if "?" in url or "#" in url:   # a presigned URL's query holds credentials: never echoed
             raise InputFileError(url.split("?")[0].split("#")[0] + "?...",

@@ -1,12 +1,9 @@
-"""The servers a process reads from: one :class:`Server` per scheme, endpoint, bucket (a container, a web
-host) and storage options, shared by every object and listing of it in the process, as fsspec keeps one
-filesystem per protocol and options.
+"""The servers a process reads from: one :class:`Server` per scheme, endpoint, bucket and storage options,
+shared by every object and listing of it (as fsspec keeps one filesystem per protocol and options).
 
-A server holds what its objects share: their store (obstore's client, :func:`~.clients.object_store`) and one
-outage clock (:class:`~.retry.Outage`). From the first failed try after the server's last answer, every request
-to it, of any object (every member of an ensemble) and any listing, gives up once it has not answered for
-``retry_seconds``: a process waits for a frozen server once, not once per object, and then says so as
-:class:`~trajscale.errors.ServerUnreachable`, which stops the run; no file is at fault, so none is refused.
+A server holds its store and one outage clock (:class:`~.retry.Outage`): a process waits for a frozen server
+once, not once per object, then raises :class:`~trajscale.errors.ServerUnreachable`, which stops the run (no
+file is at fault, so none is refused).
 """
 
 from __future__ import annotations
