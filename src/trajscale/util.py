@@ -248,7 +248,19 @@ def process_folder(prefix: str = TASKS_PREFIX, where: str | None = None) -> str:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
-    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where)
+    made = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where)
+    import atexit
+
+    atexit.register(_remove_own, made, os.getpid())   # (an owner that is never closed leaves none at its exit)
+    return made
+
+
+def _remove_own(path: str, pid: int) -> None:
+    """Remove ``path`` at exit unless removed already; never from a forked child that inherited the handler."""
+    if os.getpid() == pid:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:

@@ -43,10 +43,10 @@ def _write(tmp_path, name: str) -> str:
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_a_hostile_catalog_is_refused_in_one_line_within_a_second(tmp_path, name):
     path = _write(tmp_path, name)
-    t0 = time.perf_counter()
+    t0 = time.process_time()   # (this process's CPU: the parse's own work, whatever else the machine runs)
     with pytest.raises(InputFileError) as err:
         Ensemble.from_catalog(path)
-    seconds = time.perf_counter() - t0
+    seconds = time.process_time() - t0
     assert str(err.value).startswith(f"{path}: ") and HOSTILE[name][1] in str(err.value), str(err.value)[:300]
     assert "\n" not in str(err.value) and len(str(err.value)) < 400
     assert seconds < 1.0, f"{name}: refused after {seconds:.2f} s"

@@ -63,3 +63,16 @@ def test_dask_scratch_space_is_in_the_runs_folder_and_goes_with_it(temp_folder):
     finally:
         made.close()
     assert _ours(temp_folder) == []
+
+
+@pytest.mark.cli
+@pytest.mark.slow(seconds=2)
+def test_a_pool_never_closed_leaves_no_folder_when_its_process_exits(temp_folder):
+    """A script that starts a pool and exits without closing it (as a notebook or a test may) leaves nothing."""
+    script = ("from trajscale.executors.processes import ProcessExecutor\n"
+              "ex = ProcessExecutor(1, start_method='spawn'); ex.start(); ex.worker_starts()\n"
+              "import os; print(os.path.isdir(ex._marks))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(temp_folder)})
+    assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr
+    assert _ours(temp_folder) == []
