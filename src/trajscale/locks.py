@@ -3,12 +3,16 @@
 A second run on the same output is refused in one line naming the holder. The kernel lets go of an ``flock``
 when the last holder ends, so a killed run leaves no stale lock. Forked workers share their parent's lock and
 never remove it; the process that took it removes the file when it lets go or exits.
+
+A holder names itself just after it takes the lock, so a refused run may find the file empty, or naming a dead
+run of this host that left it: it looks again, for a moment, before it names the holder as unknown.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import time
 from pathlib import Path
 
 from .errors import OutputError
@@ -16,6 +20,9 @@ from .errors import OutputError
 #: lock file path -> (descriptor, pid) of the locks this process holds: a run again in the same process
 #: (the Python API after an interrupt) takes its own lock over
 _HELD: dict[str, tuple[int, int]] = {}
+
+#: how long a refused run waits for a holder that took the lock to write its name in it, in slices of _SLICE_S
+_NAMING_S, _SLICE_S = 0.5, 0.01
 
 
 class OutputLock:
@@ -40,6 +47,9 @@ class OutputLock:
             return False
         import fcntl
 
+        from .util import host_name, pid_alive
+
+        me, deadline = host_name(), time.monotonic() + _NAMING_S
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -49,10 +59,15 @@ class OutputLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
-                    holder = os.read(fd, 256).decode(errors="replace").strip() or "?"
+                    holder = os.read(fd, 256).decode(errors="replace").strip()
                 finally:
                     os.close(fd)
                 pid, _, host = holder.partition("@")
+                named = pid.isdigit() and (host != me or pid_alive(int(pid)))
+                if not named and time.monotonic() < deadline:   # look again: the lock or its name may change
+                    time.sleep(_SLICE_S)
+                    continue
+                pid = pid or "?"
                 raise OutputError(self.output, f"another process (pid {pid}{f' on {host}' if host else ''}) is "
                                                f"writing {self.what}: wait for it to end, or stop it, before "
                                                "running this again") from None
@@ -65,10 +80,10 @@ class OutputLock:
             except FileNotFoundError:
                 pass
             os.close(fd)
-        from .util import host_name
-
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}@{host_name()}".encode())
+        # over a dead holder's name in one write, blanks past its end: the file never reads empty or mixed
+        name = f"{os.getpid()}@{me}".encode()
+        os.pwrite(fd, name.ljust(os.fstat(fd).st_size), 0)
+        os.ftruncate(fd, len(name))
         self._fd, self._owner = fd, os.getpid()
         _HELD[str(self.path)] = (fd, self._owner)
         # forked workers end by os._exit, without atexit handlers: only this process removes it

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -57,6 +58,43 @@ def test_four_concurrent_resumes_one_runs_three_are_refused(replicas, tmp_path):
     assert (tmp_path / f"out{k}.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
     assert sorted(p.name for p in tmp_path.glob("out*.csv")) == [f"out{k}.csv"]
     assert not (tmp_path / "res" / ".lock").exists()
+
+
+# takes the lock as OutputLock does, then names itself only when told to (a line on stdin)
+_SLOW_NAMER = """import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+name = f"{os.getpid()}@{os.uname().nodename}".encode()
+os.pwrite(fd, name.ljust(os.fstat(fd).st_size), 0)
+os.ftruncate(fd, len(name))
+sys.stdin.read()
+"""
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("left", ["", "dead"], ids=["new file", "dead run's file"])
+def test_a_holder_not_yet_named_is_waited_for_and_named(tmp_path, left):
+    """A run refused between its holder's taking the lock and writing its name in it (the file empty, or still
+    naming the dead run that left it) names the holder that writes its name 100 ms later, not 'pid ?'."""
+    (tmp_path / "res").mkdir()
+    lock = tmp_path / "res" / ".lock"
+    if left:
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True)
+        lock.write_text(f"{dead.stdout.strip()}@{host_name()}")
+    holder = subprocess.Popen([sys.executable, "-c", _SLOW_NAMER, str(lock)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert lock.read_text() == (f"{dead.stdout.strip()}@{host_name()}" if left else "")
+        threading.Timer(0.1, lambda: (holder.stdin.write("\n"), holder.stdin.flush())).start()
+        with pytest.raises(OutputError, match=f"another process \\(pid {holder.pid} on {host_name()}\\)"):
+            ResultsFolder(tmp_path / "res", {"a": 1})
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 @pytest.mark.cli
