@@ -7,13 +7,14 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import threading
 
 import numpy as np
 import pytest
 
 import trajscale as ts
 from trajscale.analysis.user import per_frame
-from trajscale.sources import opened
+from trajscale.sources import open_source, opened
 
 from .test_many import numpy_rgyr
 
@@ -41,6 +42,13 @@ def segmented_ensemble(folder, members: int, parts: int) -> np.ndarray:
     return pos_nm * np.float32(10.0)
 
 
+def read_one(path):
+    """An XTC file's source, its frame read (its file open)."""
+    src = open_source(str(path))
+    src.read(0, 1)
+    return src
+
+
 @per_frame
 def open_files(positions, box):
     """This process's open file descriptors, once per frame."""
@@ -64,3 +72,38 @@ def test_segmented_members_hold_at_most_the_budget(tmp_path, monkeypatch, execut
     assert counts.max() - before <= 12 + 1, (before, counts.max())   # (+1: the topology, read while preparing)
     assert counts.max() - before >= 8   # (a member's parts were held: the budget was what bounded them)
     assert opened.open_now() == 0   # (the run closed what it opened)
+
+
+def test_sources_left_open_by_an_ended_thread_do_not_crowd_out_a_run(tmp_path, monkeypatch):
+    """Sources a finished thread left open fill the budget: the run's thread closes them (nobody can use them
+    any more) and still holds its member's parts, rather than opening and closing a part per read."""
+    monkeypatch.setattr(opened, "BUDGET", 12)
+    pos = segmented_ensemble(tmp_path, 40, 8)
+    gc.collect()
+    start, held = len(os.listdir("/proc/self/fd")), opened.open_now()
+    left = opened.OpenSources(64)
+    worker = threading.Thread(target=lambda: [left.add(p, read_one(tmp_path / f"m039_{p:02d}.xtc")) for p in range(8)])
+    worker.start()
+    worker.join()
+    assert len(os.listdir("/proc/self/fd")) - start == 8 and opened.open_now() - held == 8   # (its files are open)
+    monkeypatch.setattr(opened, "BUDGET", held + 8)   # (all taken, the ended thread's last)
+    rgyr, fds = ts.run([ts.RadiusOfGyration(select="all"), ts.PerFrame(open_files)], str(tmp_path / "catalog.csv"),
+                    executor="serial")
+    np.testing.assert_allclose(rgyr.columns()["rgyr"].reshape(40, 8), numpy_rgyr(pos), rtol=2e-6)
+    assert len(left) == 0   # (closed to make room)
+    assert fds.columns()["values"].max() - start >= 6   # (a member's parts were held)
+
+
+def test_a_cache_nobody_holds_closes_its_sources(tmp_path):
+    """A cache dropped without being closed (a dataset let go of) closes its files and leaves the budget when
+    it is collected, not at the end of the process."""
+    segmented_ensemble(tmp_path, 1, 4)
+    gc.collect()
+    start, held = len(os.listdir("/proc/self/fd")), opened.open_now()
+    cache = opened.OpenSources(64)
+    for p in range(4):
+        cache.add(p, read_one(tmp_path / f"m000_{p:02d}.xtc"))
+    assert len(os.listdir("/proc/self/fd")) - start == 4 and opened.open_now() - held == 4
+    del cache
+    gc.collect()
+    assert opened.open_now() == held and len(os.listdir("/proc/self/fd")) == start

@@ -4,13 +4,17 @@
 parts, an ensemble worker's members, the ML dataset's files), counting what it opened and keeping what the
 closed ones read. All of a process's caches together hold at most :data:`BUDGET` sources however they nest
 (an ensemble of segmented members holds ``BUDGET``, not members times parts); past it, the opening thread closes
-its own least recently used source, never one that contains the cache it adds to, nor another thread's.
+its own least recently used source, never one that contains the cache it adds to, nor one another live thread
+last used. What nobody uses any more leaves the budget: a cache no one holds is closed when it is collected, and
+the sources a finished thread last used may be closed by any thread, so sources left open by an old run never
+leave a new one without room for its own.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 
@@ -18,8 +22,9 @@ from collections.abc import Callable, Hashable, Iterator
 #: default on macOS (Linux: 1,024), leaving room for the run's own files, sockets and libraries.
 BUDGET = 128
 
-# every open source of the process, least recently used first: (cache id, key) -> (cache, using thread)
-_ALL: OrderedDict[tuple[int, Hashable], tuple[OpenSources, int]] = OrderedDict()
+# every open source of the process, least recently used first: (cache id, key) -> (cache, using thread); the
+# cache is held weakly (an entry whose cache is gone is dropped when next seen)
+_ALL: OrderedDict[tuple[int, Hashable], tuple[weakref.ref, int]] = OrderedDict()
 _HELD_BY: dict[int, tuple[int, Hashable]] = {}   # id(source) -> its entry in _ALL
 _LOCK = threading.Lock()
 
@@ -35,9 +40,27 @@ def _forget_all() -> None:
 os.register_at_fork(after_in_child=_forget_all)
 
 
+def _prune() -> None:
+    """Drop the entries of caches collected since (their sources were closed with them); under ``_LOCK``."""
+    gone = {e for e, (ref, _) in _ALL.items() if ref() is None}
+    if gone:
+        for entry in gone:
+            del _ALL[entry]
+        for held in [s for s, e in _HELD_BY.items() if e in gone]:
+            del _HELD_BY[held]
+
+
 def open_now() -> int:
     """Sources open in this process now, every cache's."""
-    return len(_ALL)
+    with _LOCK:
+        _prune()
+        return len(_ALL)
+
+
+def _close_left(sources: OrderedDict) -> None:
+    """A collected cache's sources, closed (nobody can read them any more)."""
+    while sources:
+        sources.popitem()[1].close()
 
 
 class OpenSources:
@@ -61,6 +84,7 @@ class OpenSources:
         # what the closed sources had read
         self._closed_bytes = 0
         self._closed_net: dict | None = None
+        weakref.finalize(self, _close_left, self._open).atexit = False
 
     def use(self, key: Hashable):
         """The open source of ``key``, now the most recently used; None when it is not open."""
@@ -76,16 +100,18 @@ class OpenSources:
         with _LOCK:
             while entry in _ALL:
                 _ALL.move_to_end(entry)
-                cache = _ALL[entry][0]
-                _ALL[entry] = (cache, me)
-                entry = _HELD_BY.get(id(cache._owner))
+                ref = _ALL[entry][0]
+                _ALL[entry] = (ref, me)
+                cache = ref()
+                entry = None if cache is None else _HELD_BY.get(id(cache._owner))
 
     def _holders(self) -> set[tuple[int, Hashable]]:
         """The entries of the sources this cache is part of (never closed to make room in it)."""
         held, entry = set(), _HELD_BY.get(id(self._owner))
         while entry in _ALL and entry not in held:
             held.add(entry)
-            entry = _HELD_BY.get(id(_ALL[entry][0]._owner))
+            cache = _ALL[entry][0]()
+            entry = None if cache is None else _HELD_BY.get(id(cache._owner))
         return held
 
     def make_room(self) -> None:
@@ -94,12 +120,17 @@ class OpenSources:
         while len(self._open) >= self.limit:
             self.drop(next(iter(self._open)))
         me = threading.get_ident()
-        while len(_ALL) >= BUDGET:
+        while True:
             with _LOCK:
+                _prune()
+                if len(_ALL) < BUDGET:
+                    return
                 keep = self._holders()
-                victim = next(((c, k) for (_, k), (c, t) in _ALL.items() if t == me and (id(c), k) not in keep), None)
+                live = {t.ident for t in threading.enumerate()} - {me}
+                victim = next(((c, k) for (_, k), (ref, t) in _ALL.items()
+                               if t not in live and (c := ref()) is not None and (id(c), k) not in keep), None)
             if victim is None:
-                return   # (what is open is this thread's chain, or in use elsewhere)
+                return   # (what is open is this thread's chain, or in use by a live thread)
             victim[0].drop(victim[1])
 
     def add(self, key: Hashable, src, path: str | None = None) -> None:
@@ -107,7 +138,7 @@ class OpenSources:
         self.make_room()
         self._open[key] = src
         with _LOCK:
-            _ALL[(id(self), key)] = (self, threading.get_ident())
+            _ALL[(id(self), key)] = (weakref.ref(self), threading.get_ident())
             _HELD_BY[id(src)] = (id(self), key)
         self._touch(_HELD_BY.get(id(self._owner)))
         self.opens += 1
