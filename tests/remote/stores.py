@@ -50,7 +50,7 @@ _METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"DELETE ", b"PATCH ", b"OPTIO
 
 class TcpProxy:
     """A TCP proxy on 127.0.0.1 in front of ``(host, port)``: it forwards bytes both ways (TLS passes through
-    untouched), and on request cuts the server's answers or freezes.
+    untouched), and on request cuts the server's answers, freezes, or refuses new connections (``refuse()``).
 
     ``cut(n, after)``: the next ``n`` connections that carry more than ``after`` bytes of answers are closed
     there, mid-response (a server's worker killed while it answered). ``freeze()``: from now on nothing is
@@ -103,6 +103,11 @@ class TcpProxy:
         with self._lock:
             self._freeze_at = None
         self._frozen.clear()
+
+    def refuse(self) -> None:
+        """Refuse new connections from now on (a server that stopped listening); those open stay as they are."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)   # (wakes the accepting thread; a plain close would not)
 
     def close(self) -> None:
         self._closed.set()

@@ -83,6 +83,49 @@ def test_objects_of_one_server_share_its_store_and_outage_clock(s3_env):
     assert first.value.exit_code not in (0, 1, 2, 3, 8)
 
 
+@pytest.mark.slow(seconds=8)
+def test_a_request_refused_on_every_try_ends_as_the_server_even_if_a_later_one_failed_first(s3_env):
+    """The outage clock starts at the earliest failing request, not at the first failure: request A's first try
+    hangs on a frozen server; the server then refuses connections, and request B, begun after A, fails first.
+    A's tries all fail through its whole deadline, so its verdict is the server's, not A's object's; and a key
+    missing on a live server of its own stays that object's failure."""
+    from trajscale.errors import InputFileError, ServerUnreachable
+    from trajscale.storage.objects import RemoteObject
+
+    client = _bucket(s3_env)
+    for k in ("a", "b"):
+        client.put_object(Bucket=BUCKET, Key=f"outage-race/{k}.bin", Body=os.urandom(1000))
+    proxy = TcpProxy("127.0.0.1", int(s3_env.endpoint.rsplit(":", 1)[1]))
+    options = {"endpoint_url": f"http://{proxy.address}", "retry_seconds": 4, "timeout": 2}
+    said: dict = {}
+
+    def open_(name):
+        try:
+            RemoteObject.open(f"s3://{BUCKET}/outage-race/{name}.bin", options)
+        except Exception as exc:   # noqa: BLE001 - the test asserts which
+            said[name] = exc
+
+    try:
+        proxy.freeze()
+        a = threading.Thread(target=open_, args=("a",))
+        a.start()   # A's first try is sent on a connection of its own (a new server: none pooled) and waits
+        end = time.monotonic() + BOUNDED
+        while proxy.connections < 1:
+            assert time.monotonic() < end, "request A made no connection"
+            time.sleep(0.01)
+        proxy.refuse()
+        open_("b")   # begun after A, refused at once: the first failure the server's clock sees
+        a.join(BOUNDED)
+    finally:
+        proxy.close()
+    assert isinstance(said.get("a"), ServerUnreachable), said
+    assert str(said["a"]).startswith(f"s3://{BUCKET}: did not answer in 4 s"), said
+    assert isinstance(said.get("b"), ServerUnreachable), said
+    with pytest.raises(InputFileError) as missing:
+        RemoteObject.open(f"s3://{BUCKET}/outage-race/none.bin", {"endpoint_url": s3_env.endpoint})
+    assert not isinstance(missing.value, ServerUnreachable) and "no such object" in str(missing.value)
+
+
 def _uploaded(s3_server, tmp_path, prefix: str, n: int) -> str:
     """``n`` tiny members uploaded under ``prefix``: their local topology's path."""
     catalog, _ = tiny_ensemble(tmp_path / "members", n)

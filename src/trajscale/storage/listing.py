@@ -35,7 +35,7 @@ def list_keys(server: Server, url: str, prefix: str, where: str | None = None) -
         store = server.store(url, deadline.try_timeout())
         t0 = time.perf_counter()
         try:
-            gather(submit(1, [(_pages, (store, prefix, keys, server))]), server.check)
+            gather(submit(1, [(_pages, (store, prefix, keys, server, deadline.sent))]), server.check)
         except (ServerUnreachable, SystemExit, KeyboardInterrupt):
             raise
         except Exception as exc:   # noqa: BLE001 - the client's errors, classified
@@ -46,9 +46,9 @@ def list_keys(server: Server, url: str, prefix: str, where: str | None = None) -
                 raise RemoteError(where, f"cannot list {prefix or 'it'}: {first_line(exc)}") from None
             if not failure.retry:
                 raise RemoteError(where, f"cannot list {prefix or 'it'}: {failure.problem}") from None
-            server.outage.failed(deadline.start, failure)
+            deadline.failed(failure)
             if not deadline.wait():
-                if server.outage.bounds(deadline.end):
+                if deadline.servers():
                     raise server.unreachable(failure, tries) from None
                 raise RemoteError(where, f"cannot list {prefix or 'it'}: did not answer in {server.retry_seconds:g} s "
                                        f"({failure.problem})") from None
@@ -58,8 +58,9 @@ def list_keys(server: Server, url: str, prefix: str, where: str | None = None) -
         return keys
 
 
-def _pages(store, prefix: str, keys: list[str], server: Server) -> None:
-    """Append the keys under ``prefix`` after the last of ``keys`` (a retry goes on from there), page by page."""
+def _pages(store, prefix: str, keys: list[str], server: Server, sent: float) -> None:
+    """Append the keys under ``prefix`` after the last of ``keys`` (a retry goes on from there), page by page
+    (the try sent at ``sent``)."""
     import obstore
 
     # (a store's prefix is whole folders)
@@ -67,7 +68,7 @@ def _pages(store, prefix: str, keys: list[str], server: Server) -> None:
                               chunk_size=CHUNK):
         if batch:
             keys.extend(o["path"] for o in batch)
-            server.outage.answered()
+            server.outage.answered(sent)
 
 
 __all__ = ["list_keys"]

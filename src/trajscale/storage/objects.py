@@ -286,7 +286,7 @@ class RemoteObject(ByteStore):
                 self._count_failed()
                 failure = classify(exc)
             else:
-                self._outage.answered()
+                self._outage.answered(deadline.sent)
                 if not ahead:
                     self._count_done(len(got[0]))
                 return got if first else got[0]
@@ -297,10 +297,10 @@ class RemoteObject(ByteStore):
                 if isinstance(error, Replaced):
                     self._failed = error
                 raise error from None
-            self._outage.failed(deadline.start, failure)
+            deadline.failed(failure)
             if not deadline.wait():
                 # the server's clock ran out: the run stops; a request's own alone: this object's failure
-                self._failed = (self.server.unreachable(failure, deadline.tries) if self._outage.bounds(deadline.end)
+                self._failed = (self.server.unreachable(failure, deadline.tries) if deadline.servers()
                                 else self._gave_up(failure, deadline.tries))
                 raise self._failed from None
             with self._lock:

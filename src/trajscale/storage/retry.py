@@ -41,6 +41,9 @@ class WrongAnswer(Exception):
 #: What each kind of failure is called in a message, and whether it is retried.
 RETRIED = frozenset({"cut", "reset", "refused", "timeout", "server", "throttled", "wrong", "request"})
 
+#: Failures of a server that does not answer at all (not of a file): a request failing only so is the server's.
+UNANSWERED = frozenset({"refused", "reset", "timeout"})
+
 REPLACED = "the object was replaced during the run (its ETag changed); run again on the new object"
 #: A read of the run's object that answers "no such object": its pinned version is gone (GCS answers a replaced
 #: object's former generation 404, as S3 a deleted version), or the key was removed.
@@ -208,11 +211,18 @@ def first_line(exc: BaseException) -> str:
 class Outage:
     """Since when a server has not answered: every request to it gives up once that lasts ``retry_seconds``
     (once, not per queued request or per object: :class:`~.server.Server` holds one). The verdict stands
-    another ``retry_seconds``, the stopping run's requests failing at once; a later request asks the server again."""
+    another ``retry_seconds``, the stopping run's requests failing at once; a later request asks the server again.
+
+    The outage begins at the first try of the earliest failing request, or at the last answered try's sending if
+    later: a request whose every try failed, none answered since it began, so ends on this clock, never before
+    it, whichever of the requests failed first. An answer ends the outage only if its try was sent after the
+    outage began (a late answer to a try sent before says nothing of the server now)."""
 
     def __init__(self, retry_seconds: float) -> None:
         self.retry_seconds = retry_seconds
         self.end: float | None = None
+        #: when the latest answered try was sent (monotonic)
+        self.answered_at = -math.inf
         #: the failed tries of the outage, and the last one's failure (what a give-up says)
         self.tries = 0
         self.last: Failure | None = None
@@ -221,14 +231,18 @@ class Outage:
     def failed(self, since: float, failure: Failure) -> None:
         """A try failed (worth another), of a request whose first try began at ``since`` (monotonic)."""
         with self._lock:
+            end = max(since, self.answered_at) + self.retry_seconds
             if self.end is None:
-                self.end, self.tries = since + self.retry_seconds, 0
+                self.end, self.tries = end, 0
+            self.end = min(self.end, end)
             self.tries += 1
             self.last = failure
 
-    def answered(self) -> None:
-        if self.end is not None:
-            with self._lock:
+    def answered(self, sent: float) -> None:
+        """A try sent at ``sent`` (monotonic) was answered."""
+        with self._lock:
+            self.answered_at = max(self.answered_at, sent)
+            if self.end is not None and self.end - self.retry_seconds <= sent:
                 self.end = None
 
     def over(self) -> bool:
@@ -238,39 +252,53 @@ class Outage:
         if time.monotonic() < end + self.retry_seconds:
             return True
         with self._lock:   # (lapsed: the next request finds out afresh)
-            self.end = None
+            if self.end == end:
+                self.end = None
         return False
 
-    def bounds(self, end: float | None) -> bool:
-        """Whether this clock, not a request's own, ended a request's tries due at ``end``."""
-        mine = self.end
-        return mine is not None and end is not None and mine <= end
 
 
 class Deadline:
     """How long one request may still be tried: ``retry_seconds`` from its first try, within its object's
-    :class:`Outage`; each try's timeout the smaller of ``timeout`` and the time left (rounded up to 0.5 s, so the
-    stores made per timeout stay few); backoff exponential with jitter, at most 5 s, slept in slices that look
-    for a stop signal. ``retry_seconds=0``: one try, of ``timeout``."""
+    :class:`Outage` (a request whose every try found the server not answering, refused, reset or timed out, waits
+    on that clock, the server's verdict, even past its own end); each try's timeout the smaller of ``timeout`` and
+    the time left (rounded up to 0.5 s, so the stores made per timeout stay few); backoff exponential with jitter,
+    at most 5 s, slept in slices that look for a stop signal. ``retry_seconds=0``: one try, of ``timeout``."""
 
     def __init__(self, retry_seconds: float, timeout: float, outage: Outage | None = None) -> None:
         self.retry_seconds, self.timeout = retry_seconds, timeout
         self.outage = outage
         self.start: float | None = None
         self.end: float | None = None
+        #: when the latest try was sent (monotonic)
+        self.sent = 0.0
         self.tries = 0
+        #: whether every try failed as a server not answering would (no answer, good or bad, came)
+        self.unanswered = True
         self._delay = 0.1
 
     def _end(self) -> float:
         end = self.end
         shared = self.outage.end if self.outage is not None else None
-        return end if shared is None else min(end, shared)
+        return end if shared is None else shared if self.unanswered else min(end, shared)
+
+    def failed(self, failure: Failure) -> None:
+        """A try failed (worth another): said to the server's clock."""
+        self.unanswered = self.unanswered and failure.kind in UNANSWERED
+        if self.outage is not None:
+            self.outage.failed(self.start, failure)
+
+    def servers(self) -> bool:
+        """Whether the server's clock, not this request's own, ended its tries (the verdict is the server's)."""
+        shared = self.outage.end if self.outage is not None else None
+        return shared is not None and self.end is not None and (self.unanswered or shared <= self.end)
 
     def try_timeout(self) -> float:
         """The timeout of the next try (the first try starts the clock)."""
         now = time.monotonic()
         if self.end is None:
             self.start, self.end = now, now + self.retry_seconds
+        self.sent = now
         self.tries += 1
         if self.retry_seconds <= 0:   # no retries: the one try has its whole timeout
             return self.timeout
