@@ -136,7 +136,6 @@ class Ensemble:
         self.storage_options = dict(storage_options) if storage_options else None
         self._members = MemberColumns(members, Member, origin)   # (held as columns: a member is made when asked for)
 
-    # -- the collection ---------------------------------------------------------------------------------------
     @property
     def members(self) -> Sequence[Member]:
         """The members, in order (each made when asked for)."""
@@ -182,7 +181,6 @@ class Ensemble:
         """Each member as a catalog row (:meth:`Member.row`)."""
         return [m.row() for m in self.members]
 
-    # -- making one ---------------------------------------------------------------------------------------------
     @classmethod
     def of(cls, value, storage_options: Mapping | None = None, *, topology=None,
            labels: str | None = None) -> Ensemble:
@@ -313,10 +311,8 @@ def _topology_of(topology: str, pattern: str | None, path: str, labels: Mapping)
 _WILDCARD = re.compile(r"(\*\*/|\*|\?|\[[^\]]*\])")
 
 
-# -- catalogs ---------------------------------------------------------------------------------------------------
 def _csv_rows(data: bytes, where: str) -> Iterator[dict]:
-    """The catalog's rows, one at a time, read as columns first (every row decides a label column's type);
-    a row's cells are let go of as it is handed out, so the file's rows are never all held twice."""
+    """The rows one at a time, read as columns first (every row decides a label's type), never all held twice."""
     import io
 
     def lines():
@@ -504,8 +500,7 @@ def _cut(text: str, n: int = 40) -> str:
 
 
 def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[tuple[Member, bool]]:
-    """Members from catalog rows, one at a time, each with whether its row named it (``relative_to``: the
-    folder paths are relative to; "" for ``where``'s own, None for none)."""
+    """Members from catalog rows (``relative_to``: the folder paths are relative to; "": ``where``'s; None: none)."""
     base = None if relative_to is None else (relative_to or where)
     if base is not None:   # (made absolute once, not per row)
         base = Location.of(base).absolute().where
@@ -566,8 +561,7 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
 
 
 def _told_held(member: Member) -> list[Member] | None:
-    """The members ``member``'s one file holds as an expander tells it from its bytes, whatever its name; None
-    for a file of one trajectory, or one that cannot be read (refused as a member, with its reason)."""
+    """The members ``member``'s one file holds, as an expander tells from its bytes; None for one trajectory."""
     location = member.trajectory[0]
     suffix = os.path.splitext(location.split("?")[0])[1].lower()
     if not any(suffix not in t.not_named for t in expanders().values()):
@@ -595,8 +589,7 @@ def _stem(location: str) -> str:
 
 
 def _named(made: Iterable[tuple[Member, bool]]) -> Iterator[Member]:
-    """Members without a name get their file's stem, or, where stems repeat, the path that tells them apart.
-    Members are held only from the first unnamed one on (a catalog with a name column is never held whole)."""
+    """Unnamed members get their file's stem, or where stems repeat the path that tells them apart."""
     held: list[tuple[Member, bool]] = []
     for m, named in made:
         if named and not held:

@@ -34,11 +34,8 @@ def open_member(member: Member, options: RunOptions) -> Source:
 
 
 class SharedTopologies:
-    """Members whose topology is the same file share its selections: cached answers come from the file
-    alone (:class:`~trajscale.topology.CachedUniverse`), so the next member with that file is prepared on
-    the same object.  A member whose preparation needed the real Universe (a selection by distance) is
-    prepared on a Universe of its own, with its own first frame.
-    """
+    """Members whose topology is the same file are prepared on one cached object; one whose preparation needed
+    the real Universe (a selection by distance) gets a Universe of its own, with its own first frame."""
 
     #: The analysis that maps a member's frames and its preparation: the run's, or the group of those that kept it.
     runs = staticmethod(for_member)
@@ -90,9 +87,8 @@ def open_spec(spec: dict) -> Source:
 
 
 def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tuple[Preparation, range]:
-    """A member a worker prepares (:func:`member_spec`), on its open ``source``: its preparation by the engine's
-    one (:func:`~trajscale.engine.prepare_analysis`, the root's, what a frame costs included) and its analysed
-    frames; ``opened``: the thread's open members, which share topologies."""
+    """A member a worker prepares (:func:`member_spec`), on its open ``source``, by the root's own preparation
+    (:func:`~trajscale.engine.prepare_analysis`); ``opened``: the thread's open members, sharing topologies."""
     start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
     with _PREPARING:
         if opened.topologies is None:

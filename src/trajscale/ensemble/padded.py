@@ -51,9 +51,8 @@ def _dims(result, field: str, value: np.ndarray, atoms) -> tuple[str, ...]:
 
 
 class Padded:
-    """The variables of an ensemble's dataset of ``analysis``, learnt from its results one at a time
-    (:meth:`add`; the first decides which there are): each one's dimensions after ``trajectory``, padding
-    and type, and each dimension's size (the largest)."""
+    """The variables of an ensemble's dataset of ``analysis``, learnt from its results one at a time (the first
+    decides which there are): each one's dimensions, padding and type, and each dimension's largest size."""
 
     def __init__(self, analysis) -> None:
         self.features = bool(analysis.features)

@@ -141,7 +141,6 @@ class EnsembleResult:
     def per_frame(self) -> bool:
         return bool(self.analysis.per_frame)
 
-    # -- per-frame: the long table ----------------------------------------------------------------------------
     def columns(self) -> dict[str, np.ndarray]:
         """The long table as named columns: ``trajectory``, the label columns, ``frame``, ``time``, then the
         analysis's values (a row per frame of each trajectory); for labelled features ``feature_index``,
@@ -196,7 +195,6 @@ class EnsembleResult:
                               "columns()")
         return self[name].feature_labels()
 
-    # -- per-atom and per-bin: arrays with a trajectory dimension -------------------------------------------
     def dataset(self):
         """The results as an ``xarray.Dataset`` with a ``trajectory`` dimension (the module's docstring), in
         memory; ``save("x.nc")`` writes it a batch of trajectories at a time."""
@@ -220,7 +218,6 @@ class EnsembleResult:
         ds.attrs["analysis"] = self.analysis.name
         return ds
 
-    # -- aggregates -------------------------------------------------------------------------------------------
     def aggregate(self, by: str | Sequence[str] | None = None):
         """The analysis over the trajectories as over their concatenation, where its partials add exactly
         (:data:`~trajscale.ensemble.saved.AGGREGATES`: the RDF); ``by`` a label (or labels): one result per
@@ -258,7 +255,6 @@ class EnsembleResult:
         reduced = self.analysis.reduce([p["partial"] for p in parts])
         return self.analysis.result(reduced, Prepared(None, {**states[0], "path": "the ensemble"}))
 
-    # -- files --------------------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write the results as :func:`offered_formats` offers them: the long table as ``.parquet`` or
         ``.csv``, the :meth:`dataset` as ``.nc``; the extension decides."""

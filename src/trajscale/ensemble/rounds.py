@@ -51,9 +51,8 @@ WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
 
 
 class EnsembleRounds(Rounds):
-    """The rounds of an ensemble run (see the module's docstring): ``group`` (a group of one for one analysis)
-    over each member, results saved in ``folder`` (None: kept in memory), as :class:`.run.EnsembleOptions`
-    says for ``strict``, ``max_open`` and ``round_size``."""
+    """The rounds of an ensemble run: ``group`` over each member, results saved in ``folder`` (None: kept in
+    memory); ``strict``, ``max_open`` and ``round_size`` as :class:`.run.EnsembleOptions` says."""
 
     tasks_per_worker = 4
 
@@ -86,7 +85,6 @@ class EnsembleRounds(Rounds):
         self._modules: tuple[str, ...] | None = None   # what workers start with (reader_modules)
         self._trial: MemberJob | None = None   # the member prepared to learn what preparing imports
 
-    # -- what the engine asks --------------------------------------------------------------------------------
     def reader_modules(self) -> tuple[str, ...]:
         """The readers of the members' formats (one member of each file name ending asked), the ensemble's, and
         what preparing a member imports (:meth:`_preparing_imports`)."""
@@ -96,9 +94,7 @@ class EnsembleRounds(Rounds):
         return self._modules
 
     def _preparing_imports(self) -> list[str]:
-        """The modules preparing a member imports beyond those here already, learned by preparing here the
-        first member read with no network client: the workers that prepare the others then start with
-        them, instead of each importing them."""
+        """The modules preparing a member imports, learned here on the first local member: workers start with them."""
         first = next(((i, m) for i, m in enumerate(self.ensemble) if not _fetched(m)), None)
         if first is None:
             return []
@@ -156,8 +152,7 @@ class EnsembleRounds(Rounds):
         return source, range(0, frames)
 
     def _next_jobs(self) -> list[MemberJob] | None:
-        """The next round's members prepared and laid out on the axis (rounds whose every member is refused
-        are passed over); None when no round is left."""
+        """The next round's members prepared and laid out (all-refused rounds passed over); None when none is left."""
         while self._next < len(self._rounds):
             t0 = time.perf_counter()
             a, b = self._rounds[self._next]
@@ -193,9 +188,8 @@ class EnsembleRounds(Rounds):
         return None
 
     def _for_workers(self, members: list, sizes: dict[int, int]) -> set[int]:
-        """The members of a round its workers prepare: those known to be small (``sizes``: their bytes read
-        whole), at most a task's share of the round and a fraction of a read block; the others (long, or of
-        no known size) are prepared on the root."""
+        """The members of a round its workers prepare: those known small (``sizes``: bytes read whole), at most a
+        task's share of the round and a fraction of a read block; the others are prepared on the root."""
         total = sum(sizes[i] for i, _ in members)
         share = total / (2 * max(1, self._n_tasks))
         whole = int(self.options.max_block_bytes) // 4
@@ -212,8 +206,7 @@ class EnsembleRounds(Rounds):
         return self._next_jobs()
 
     def _prepare_ahead(self):
-        """The next round prepared in a thread of this process while the workers run this one (their tasks
-        leave it idle); None when no round is left."""
+        """The next round prepared in a thread while the workers run this one; None when none is left."""
         if self._next >= len(self._rounds):
             return None
         if self._preparer is None:
@@ -332,8 +325,7 @@ class EnsembleRounds(Rounds):
 
 
 def _member_readers(member) -> tuple[str, ...]:
-    """What a worker imports to read ``member``: the Source its config names (an mdCATH file's member: its
-    location, ``file#T/R``, names no format by its ending), else the one its location's name names."""
+    """What a worker imports to read ``member``: the Source its config, else its location, names."""
     if member.source is None:
         return reader_modules(member.run_trajectory())
     from ..sources.registry import fetched_modules, source_class
@@ -344,8 +336,7 @@ def _member_readers(member) -> tuple[str, ...]:
 
 
 def _file_size(member) -> int:
-    """A member's bytes (what cuts the rounds by size), from its files or its Source's config (no I/O); 0
-    for one that cannot be seen, or one behind a network client, whose size is a request."""
+    """A member's bytes, without I/O; 0 where unseen or behind a network client (its size is a request)."""
     if _fetched(member):
         return 0
     if member.source is not None:
@@ -365,14 +356,12 @@ def _file_size(member) -> int:
 
 
 def _fetched(member) -> bool:
-    """Whether ``member``'s bytes come through a network client's store (told without I/O): its size is a
-    request, and preparing it here starts a client a forked worker must not inherit."""
+    """Whether ``member``'s bytes come through a network client (one a forked worker must not inherit)."""
     return any(Location(t).costs_request for t in member.trajectory)
 
 
 def _aggregate_part(analysis, partial, prepared: Prepared):
-    """What an ensemble's aggregate of ``analysis`` needs of one member: its partial and the plain values of
-    its preparation (None for an analysis whose partials do not add exactly)."""
+    """A member's partial and preparation's plain values, for the aggregate (None: no exact aggregate)."""
     if analysis.name not in AGGREGATES:
         return None
     state = prepared.state if isinstance(prepared.state, dict) else {}
@@ -381,8 +370,7 @@ def _aggregate_part(analysis, partial, prepared: Prepared):
 
 
 def _workers_of(options: RunOptions) -> tuple[bool, int]:
-    """Whether the run's executor has one worker, and how many it has: a name's from the options, an
-    executor object's its own (a class outside the registry counts as a pool of its ``n_workers``)."""
+    """Whether the executor has one worker, and how many it has (an unregistered class: its ``n_workers``)."""
     ex = options.executor
     if isinstance(ex, str):
         one = executor_traits(ex).workers == "one"

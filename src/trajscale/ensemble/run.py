@@ -232,8 +232,7 @@ def _columns(ens: Ensemble) -> list[str]:
 
 
 def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> list[Refusal]:
-    """The refusals by one analysis of members a resumed run found saved, from the run before's refused
-    table, each checked against the member's record."""
+    """A resumed run's refusals of members saved before, from that run's refused table, each checked."""
     if folder is None or not skipped:
         return []
     import csv
@@ -256,8 +255,7 @@ def _refused_before(folder: ResultsFolder | None, ens: Ensemble, skipped) -> lis
 
 def _results(group: AnalysisGroup, ens: Ensemble, rounds: EnsembleRounds, folder, report,
              before: list[Refusal]) -> list[EnsembleResult]:
-    """Each analysis's :class:`EnsembleResult`: the ensemble's members less those it refused (``before``:
-    refusals of members saved by the run before), as a view, not a list of the finished."""
+    """Each analysis's :class:`EnsembleResult`, as a view of the members less those it refused."""
     refused = sorted([*rounds.refused, *before], key=lambda r: (r.index, -1 if r.position is None else r.position))
     if folder is not None:
         records = folder

@@ -47,9 +47,8 @@ class Coded:
 
 
 def label_kinds(members, names) -> dict[str, tuple]:
-    """How each label column is held, from every member's value: numbers ``("number", dtype)`` where every
-    member has one (a column of floats if any is one), numbers with gaps ``("object", dtype)``, else text
-    (``("text", None)``: coded)."""
+    """How each label column is held: ``("number", dtype)`` where every member has one (floats if any is),
+    ``("object", dtype)`` for numbers with gaps, else ``("text", None)`` (coded)."""
     seen: dict[str, set] = {n: set() for n in names}
     for m in members:
         for n, types in seen.items():

@@ -90,8 +90,6 @@ class MemberLayout:
                    None if d.get("box") is None else tuple(float(v) for v in d["box"]), tuple(d["identity"]))
 
 
-# ----------------------------------------------------------------------------- the file's structure
-
 def domain_group(f: h5py.File, where: str) -> tuple[str, h5py.Group]:
     """The file's one domain group, or a one-line error."""
     import h5py
@@ -394,8 +392,6 @@ class hdf5_of:
         finally:
             self.f.close()
 
-
-# ----------------------------------------------------------------------------- what the ensemble asks
 
 def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
     """``[(member key, {"domain", "temperature", "replica"}), ...]`` of an mdCATH file, in numeric order."""

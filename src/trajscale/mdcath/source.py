@@ -51,11 +51,9 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 log = logging.getLogger(__name__)
 
 def ensemble_members(location, base):
-    """The members an mdCATH file holds, for an ensemble (:attr:`~trajscale.formats.FormatTraits.members`): one
-    :class:`~trajscale.ensemble.Member` per temperature and replica, named ``{base's name}/{temperature}/{replica}``
-    (``mdcath_dataset_`` left out), labelled ``base.labels`` and ``domain``, ``temperature``, ``replica``, with
-    its checked Source config (byte offsets: workers open no HDF5). None when the file is not mdCATH's.
-    ``location``: a path, a URL or a :class:`~trajscale.storage.location.Location` (read with its options)."""
+    """The members an mdCATH file holds: a :class:`~trajscale.ensemble.Member` per temperature and replica,
+    named ``{base's name}/{temperature}/{replica}``, labelled ``base.labels`` and ``domain``, ``temperature``,
+    ``replica``, with its checked Source config. None when the file is not mdCATH's."""
     import dataclasses
 
     where = Location.of(location)
@@ -113,10 +111,7 @@ _DAMAGE = (KeyError, OSError, RuntimeError, ValueError, TypeError)
 
 
 def _told(store: ByteStore) -> tuple[bool, hdf5_of | None]:
-    """Whether the file in ``store`` is mdCATH's, and HDF5's view of it, open, where that view told it.
-
-    A file at hand is told by the view that describes it (one HDF5 open); an object from its first bytes first
-    (no more requests for a file that is not mdCATH's). Where the view cannot be opened, :func:`looks_like` says."""
+    """Whether the file in ``store`` is mdCATH's, and HDF5's view of it where one told it (else :func:`looks_like`)."""
     if not store.costs_request and store.first_bytes(len(HDF5_MAGIC)) == HDF5_MAGIC:
         try:
             view = hdf5_of(store)
@@ -154,8 +149,6 @@ def _layouts(f: h5py.File, store: ByteStore, path: str,
         out.append((key, layout))
     return domain.name, out
 
-
-# ----------------------------------------------------------------------------- the Source
 
 class MDCATHSource(Source):
     """One member (temperature, replica) of an mdCATH file, read at the byte offsets of its contiguous data.
@@ -269,7 +262,6 @@ class MDCATHSource(Source):
     def open(cls, path: str, request: OpenRequest) -> MDCATHSource:
         return cls(path, storage_options=request.storage_options)
 
-    # --------------------------------------------------------------- what it is
 
     @property
     def path(self) -> str:
@@ -336,7 +328,6 @@ class MDCATHSource(Source):
         """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
         return self._store.costs_request
 
-    # --------------------------------------------------------------- reading
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1):
@@ -442,7 +433,6 @@ class MDCATHSource(Source):
         if forget is not None:
             forget()
         self._store.close()
-
 
 
 class MembersOnStore:

@@ -151,7 +151,6 @@ class H5Dataset(_BatchReads):
             self.dtypes = {k: f[k].dtype for k in self.keys}
             _check_extent(path, f, self.keys)
 
-    # ------------------------------------------------ per-process file handle
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -197,7 +196,6 @@ class H5Dataset(_BatchReads):
             self._cache_lock.close()
         self._file, self._ds, self._maps, self._pid, self._cache_lock = None, {}, {}, None, None
 
-    # ------------------------------------------------ reading
 
     def __len__(self) -> int:
         return self.n
@@ -469,8 +467,7 @@ def _loader_worker_start(then: Callable | None, worker_id: int) -> None:
 
 @functools.cache
 def _loader_class():
-    """``DataLoader`` whose workers start by :func:`~trajscale.pools.choose_start_method`'s rule, asked
-    each time workers start."""
+    """``DataLoader`` whose workers start by :func:`~trajscale.pools.choose_start_method`'s rule."""
     from torch.utils.data import DataLoader
 
     from ..pools import choose_start_method

@@ -47,8 +47,7 @@ class _Member:
 
 
 def _members_of(trajectories, storage_options: dict | None) -> list:
-    """The ensemble's :class:`~trajscale.ensemble.Member` records: an Ensemble, a list of Members, a catalog,
-    a glob, or a list of locations (each a member, an mdCATH file each of its members)."""
+    """The ensemble's :class:`~trajscale.ensemble.Member` records, an mdCATH file standing for each of its members."""
     from ..ensemble import Ensemble, Member
 
     if isinstance(trajectories, Ensemble):
@@ -81,11 +80,8 @@ def _opened(member, storage_options: dict | None):
 
 def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None,
               check_frames: bool = True):
-    """The member described (its one open while the dataset is made), or why it cannot be read (a missing
-    or damaged file, NaN/inf coordinates: a string); one that lacks what was asked for (a field, atomic
-    numbers) raises.  With ``numbers`` (a dict by file), its file's atomic numbers are read into it, once per
-    file.  ``check_frames``: every frame is read once (:func:`_checked_times`).
-    """
+    """The member described (its one open while the dataset is made), or why it cannot be read (a string);
+    lacking a field or atomic numbers raises. ``numbers``: atomic numbers read into it, once per file."""
     try:
         src = _opened(member, storage_options)
     except (ImportError, MemoryError):
@@ -120,8 +116,7 @@ CHECK_BYTES = 32 * 1024**2
 
 
 def _checked_times(src) -> np.ndarray:
-    """Every frame's time, each frame's coordinates checked as a run checks them
-    (:func:`~trajscale.block.check_finite`: NaN/inf raises, naming the frame), a bounded block at a time."""
+    """Every frame's time, its coordinates checked for NaN/inf as a run checks them, a bounded block at a time."""
     n = src.n_frames
     times = np.empty(n)
     per_read = max(1, CHECK_BYTES // max(1, 12 * src.n_atoms))
@@ -258,7 +253,6 @@ class EnsembleDataset(_BatchReads):
         self._z: dict[int, np.ndarray] = {} if numbers is None else \
             {i: numbers[m.config.get("path")] for i, m in enumerate(self.members)}
 
-    # ------------------------------------------------ per-process readers
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -292,7 +286,6 @@ class EnsembleDataset(_BatchReads):
             self._open.close()
         self._open, self._pid = OpenSources(self.max_open), None
 
-    # ------------------------------------------------ reading
 
     def locate(self, index) -> tuple[np.ndarray, np.ndarray]:
         """(member number, frame within it) of each sample in ``index``."""
@@ -383,8 +376,7 @@ class EnsembleDataset(_BatchReads):
 
 @dataclass(frozen=True)
 class _Target:
-    """Where :meth:`EnsembleDataset._packed` puts one set of frames: ``fields`` of the frames ``lag`` after the
-    asked ones, as the batch's arrays (``out``) and their flat rows (``rows``), with each frame's time."""
+    """Where :meth:`EnsembleDataset._packed` puts the frames ``lag`` after the asked ones: arrays, flat rows, times."""
 
     fields: tuple[str, ...]
     lag: int
@@ -401,8 +393,7 @@ class _Target:
 
 
 def _read_runs(src, frames: np.ndarray, views: dict[str, np.ndarray], times: np.ndarray) -> int:
-    """The sorted ``frames`` of ``src`` into the rows ``views`` and ``times``, one read per contiguous run of
-    them; returns the number of reads."""
+    """The sorted ``frames`` of ``src`` into ``views`` and ``times``, a read per contiguous run; the reads' count."""
     row = 0
     starts, stops = runs(frames)
     for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
@@ -438,8 +429,7 @@ def _reordered(out: dict, inverse: np.ndarray, per_atom: tuple[str, ...], keys=N
 
 
 def _gathered(v, first: np.ndarray, counts: np.ndarray, sel: np.ndarray, shared: bool = False):
-    """The per-atom rows of samples ``sel`` (sample ``i``'s: ``first[i]`` on, ``counts[i]`` of them) one after
-    another: one copy per run of consecutive samples, not an index per atom."""
+    """The per-atom rows of samples ``sel`` one after another: a copy per run of consecutive samples."""
     sel = np.asarray(sel, np.int64)
     made, dest = _batch_buffer((int(counts[sel].sum()), *v.shape[1:]), v.dtype, shared)
     if len(sel) == 0:
@@ -454,9 +444,7 @@ def _gathered(v, first: np.ndarray, counts: np.ndarray, sel: np.ndarray, shared:
 
 
 class _File:
-    """One file open in this process and the Sources of its members read so far (a file of several members
-    is one byte store they share; any other member is a file of its own).  Closing the file closes them all.
-    """
+    """One open file and its members' Sources read so far (one shared store); closing it closes them all."""
 
     def __init__(self, path: str, store, entry, config: dict | None = None, shared=None) -> None:
         self.path, self._store, self._entry = path, store, entry

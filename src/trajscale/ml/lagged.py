@@ -61,7 +61,6 @@ def _off_step(dt: np.ndarray, step: float, times: np.ndarray) -> np.ndarray:
     return np.abs(dt - step) > tol
 
 
-# -- one trajectory after another -------------------------------------------------------------------------------
 def feature_values(result) -> np.ndarray:
     """A per-frame result's values as ``(frames, features)``: each frame's array flattened in its own order
     (φ/ψ as sin/cos: residue after residue, ``sin φ, cos φ, sin ψ, cos ψ``).
@@ -182,8 +181,7 @@ def lagged_pairs(features, lagtime: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rebatched(parts: Iterable[tuple[np.ndarray, ...]], rows: int | None) -> Iterator[tuple[np.ndarray, ...]]:
-    """Row blocks of ``parts`` (tuples of arrays with equal row counts) regrouped ``rows`` rows at a time
-    (None: :data:`CHUNK_BYTES` of rows, from the first part's)."""
+    """Row blocks of ``parts`` regrouped ``rows`` rows at a time (None: :data:`CHUNK_BYTES` of rows)."""
     if rows is not None and int(rows) < 1:
         raise ConfigError(f"chunk rows must be >= 1 (got {rows})")
     held: list[tuple[np.ndarray, ...]] = []

@@ -64,10 +64,8 @@ def _close_left(sources: OrderedDict) -> None:
 
 
 class OpenSources:
-    """Open sources (anything with ``path``, ``close()``, ``bytes_read`` and ``remote_stats()``), keyed, in the
-    order last used, at most ``limit``. ``on_close(key, source)`` is called before a source is closed.
-    ``list_paths``: keep every opened path (:attr:`opened`); a reader of thousands of files only counts.
-    ``owner``: the source these are parts of (kept open, and used, while they are)."""
+    """Open sources, keyed, in the order last used, at most ``limit``; ``on_close(key, source)`` is called before
+    one is closed. ``list_paths``: keep every opened path; ``owner``: the source these are parts of."""
 
     def __init__(self, limit: int, on_close: Callable[[Hashable, object], None] | None = None,
                  list_paths: bool = True, owner: object = None) -> None:

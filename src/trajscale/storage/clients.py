@@ -211,8 +211,7 @@ def _client(url: str, client_options: dict, timeout: float, trust: tuple[str, st
 
 
 def _basic_auth(root: str) -> tuple[str, str | None]:
-    """An http(s) URL's user and password (``https://user:pass@host/...``) as a basic ``Authorization`` header,
-    and the URL without them: obstore's client sends no credentials it finds in a URL."""
+    """An http(s) URL's ``user:pass@`` as a basic ``Authorization`` header (obstore sends none), and the URL left."""
     parts = urlsplit(root)
     if parts.username is None:
         return root, None

@@ -105,9 +105,8 @@ def _opener(options: dict):
 
 
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
-    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, headers, body) of a 2xx or 3xx answer;
-    429/503 waited out (``Retry-After``), other 5xx and lost connections tried again within ``retry_seconds``;
-    a refusal said in one line naming ``url``."""
+    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, headers, body) of a 2xx or 3xx
+    answer; 429/503 waited out, other 5xx and lost connections retried within ``retry_seconds``."""
     import http.client
     import urllib.error
     import urllib.request
@@ -178,7 +177,6 @@ def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) 
     return f"the Hub refused it ({status} {code})".rstrip()
 
 
-# -- revisions: one commit per run -------------------------------------------------------------------------------
 _PINS: dict[tuple[str, str], str] = {}   # (endpoint, revision's URL) -> commit
 _PINS_LOCK = threading.Lock()
 
@@ -274,7 +272,6 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     return keys
 
 
-# -- a file's bytes: the redirect's target kept ------------------------------------------------------------------
 class _Target:
     """Where a file's bytes are (the resolve URL's redirect), and the http stores reading it, by timeout."""
 

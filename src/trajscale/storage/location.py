@@ -69,7 +69,6 @@ class Location:
 
         return f"Location({redacted(self.where)!r}{f', options: {shown(self.options)}' if self.options else ''})"
 
-    # -- what it is, told without I/O ---------------------------------------------------------------------------
     @property
     def scheme(self) -> str | None:
         """The URL scheme's name (``"s3"``, ``"gs"``, ``"az"``, ``"http"``); None for a local path."""
@@ -124,7 +123,6 @@ class Location:
 
         return Location(resolve(self.where, name), self.options)
 
-    # -- what its bytes are -----------------------------------------------------------------------------------------
     @property
     def server(self) -> Server:
         """The server of a URL, with this location's options: its store and its outage clock, one per process
@@ -167,7 +165,6 @@ class Location:
         store = self.store()
         return bytes(store.read_ranges([(0, store.size)])[0]) if store.size else b""
 
-    # -- listing ------------------------------------------------------------------------------------------------------
     def list(self, pattern: str = "*") -> list[Location]:
         """The files below this folder (or object prefix) matching ``pattern``, sorted (as :func:`glob.glob`)."""
         base = self.where.rstrip("/") if self.where not in ("", "/") else self.where

@@ -183,9 +183,8 @@ class NodeCache:
 
 def at_hand(original: ByteStore | Location | str, cache_dir: str | None = None, max_bytes: int | None = None,
             in_place: bool = True) -> CachedStore:
-    """Where a library opens ``original``'s bytes (a store, or a location) by their path: the file this node
-    holds them in (unless ``in_place`` is False and a ``cache_dir`` is given), else the node's copy in
-    ``cache_dir`` (:func:`default_dir` where none is given), made once per node."""
+    """Where a library opens ``original``'s bytes by path: the local file holding them (unless ``in_place`` is
+    False and a ``cache_dir`` is given), else the node's copy in ``cache_dir``, made once per node."""
     if not isinstance(original, ByteStore):
         location = Location.of(original)
         if not location.costs_request and (in_place or not cache_dir):
@@ -245,8 +244,7 @@ def _evict(entry: Path) -> bool:
 
 
 def _check_copy(original: ByteStore, entry: Path, size: int) -> None:
-    """The copy has its original's size and, where the original lies in a local file (reading it costs no
-    request), the same first bytes (HDF5 superblock); else it is corrupt."""
+    """The copy has its original's size and, where the original is a local file, its first bytes; else it is corrupt."""
     name = original.stamp()[0]
     try:
         got = entry.stat().st_size

@@ -184,7 +184,6 @@ class RemoteObject(ByteStore):
     def error(self, problem: str) -> RemoteError:
         return RemoteError(self.url, problem)
 
-    # -- fetching
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         """Each range's bytes, fetched concurrently (at most ``max_concurrency`` at once), each checked."""
@@ -269,8 +268,7 @@ class RemoteObject(ByteStore):
         future.add_done_callback(done)
 
     def _fetch(self, a: int, b: int, first: bool = False, ahead: bool = False):
-        """Bytes ``[a, b)``, retried within the request's :class:`~.retry.Deadline` and its server's
-        :class:`~.retry.Outage`; once one request failed for good, the others fail with its error."""
+        """Bytes ``[a, b)``, retried within the request's deadline and its server's outage clock."""
         deadline = Deadline(self.retry_seconds, self.timeout, self._outage)
         while True:
             self._check()
@@ -320,8 +318,7 @@ class RemoteObject(ByteStore):
         count(1)
 
     def _gave_up(self, failure: Failure, tries: int) -> RemoteError:
-        """The error of a request whose retries ran out while its server answered others: a wrong answer said as
-        ours, else as not answering."""
+        """The error of a request whose retries ran out while its server answered others."""
         how = "gave no usable answer" if failure.kind == "wrong" else "did not answer"
         return self.error(f"{endpoint_of(self.url, self.options)} {how} in {self.retry_seconds:g} s "
                           f"({tries} tries; last: {failure.problem})")
