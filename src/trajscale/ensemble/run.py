@@ -17,6 +17,7 @@ from ..analysis.base import Analysis
 from ..analysis.group import AnalysisGroup
 from ..engine import Engine
 from ..errors import AllRefusedError, ConfigError, InputFileError, ServerUnreachable
+from ..launch import current
 from ..runspec import RunOptions
 from .analysis import EnsembleAnalysis
 from .catalog import Ensemble
@@ -127,7 +128,7 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     atoms_named(ens)
     opts = dataclasses.replace(opts, storage_options=opts.storage_options or ens.storage_options)
     folder = None
-    if eo.results is not None and _is_root(opts):
+    if eo.results is not None and (current().rank or 0) == 0:   # (the process that prepares the job)
         folder = ResultsFolder(eo.results, _manifest(group, opts, _revisions(ens)), resume=eo.resume,
                                overwrite=eo.overwrite)
     rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
@@ -195,13 +196,6 @@ def _kept(rounds: EnsembleRounds, folder: ResultsFolder | None) -> str:
     if folder is None or not folder.path.is_dir():
         return f"{said}; none kept (a results folder keeps them for resuming)"
     return f"{said} and kept in {folder.path}; --resume goes on from them"
-
-
-def _is_root(options: RunOptions) -> bool:
-    """Whether this process prepares the job (under an MPI launcher, rank 0)."""
-    from ..launch import current
-
-    return (current().rank or 0) == 0
 
 
 def _manifest(group: AnalysisGroup, options: RunOptions, revisions: dict) -> dict:

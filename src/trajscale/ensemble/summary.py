@@ -74,7 +74,7 @@ class MemberCosts:
         self.atoms_max = max(self.atoms_max, stats.atoms)
         for name in _SUMMED:
             setattr(self, name, getattr(self, name) + getattr(stats, name))
-        self.histogram[_bin(s)] += 1
+        self.histogram[min(BINS - 1, max(0, math.floor(math.log2(s)) - LOG2_FIRST + 1)) if s > 0 else 0] += 1
         entry = (s, -self.n, stats)   # (ties: the first finished stays, as a stable sort keeps it)
         self.n += 1
         if len(self._slowest) < SLOWEST:
@@ -90,12 +90,6 @@ class MemberCosts:
         out = {name: getattr(self, name) for name in ("n", *_SUMMED, "atoms_min", "atoms_max")}
         out["seconds_histogram"] = {"edges": histogram_edges(), "counts": list(self.histogram)}
         return out
-
-
-def _bin(seconds: float) -> int:
-    if not seconds > 0:
-        return 0
-    return min(BINS - 1, max(0, math.floor(math.log2(seconds)) - LOG2_FIRST + 1))
 
 
 def histogram_edges() -> list[float]:

@@ -241,15 +241,11 @@ class H5Dataset(_BatchReads):
         return {k: b[inverse] for k, b in bufs.items()}, n_runs
 
 
-def _in_torch_worker() -> bool:
-    data = sys.modules.get("torch.utils.data")   # never import torch just to ask
-    return data is not None and data.get_worker_info() is not None
-
-
 def _batch_buffer(shape: tuple[int, ...], dtype: np.dtype, shared: bool):
     """(array to return, NumPy view to fill): in a DataLoader worker a torch tensor in shared memory, as
     ``default_collate`` allocates its batches, so it reaches the training process without a copy."""
-    if shared and _in_torch_worker():
+    data = sys.modules.get("torch.utils.data")   # (a DataLoader worker's; never import torch just to ask)
+    if shared and data is not None and data.get_worker_info() is not None:
         import torch
 
         empty = torch.from_numpy(np.empty(0, dtype))

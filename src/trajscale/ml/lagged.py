@@ -51,14 +51,10 @@ def piece_bounds(times: np.ndarray) -> np.ndarray:
     positive = dt[dt > 0]
     if positive.size == 0:
         return np.array([0, n], np.int64)
-    cuts = np.flatnonzero(_off_step(dt, float(np.median(positive)), t)) + 1
+    step = float(np.median(positive))
+    tol = 1e-3 * abs(step) + 4 * np.finfo(np.float32).eps * float(np.abs(t).max())   # (float32 times' rounding)
+    cuts = np.flatnonzero(np.abs(dt - step) > tol) + 1
     return np.concatenate([[0], cuts, [n]]).astype(np.int64)
-
-
-def _off_step(dt: np.ndarray, step: float, times: np.ndarray) -> np.ndarray:
-    """Whether each time step ``dt`` differs from ``step`` by more than rounding (float32 times included)."""
-    tol = 1e-3 * abs(step) + 4 * np.finfo(np.float32).eps * float(np.abs(times).max())
-    return np.abs(dt - step) > tol
 
 
 def feature_values(result) -> np.ndarray:

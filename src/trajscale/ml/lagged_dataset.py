@@ -9,6 +9,7 @@ an ensemble's coordinates, packed as :class:`~trajscale.ml.ensemble.EnsembleData
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class LaggedDataset(_BatchReads):
             frames.append(t)
             times.append(traj.times if traj.times is not None else np.full(len(traj.values), np.nan))
             names.append(traj.name)
-            labels.append(traj.labels)
+            labels.append(SimpleNamespace(labels=dict(traj.labels)))   # (what _label_columns reads)
             offset += len(traj.values)
         self._data = np.concatenate(values)
         self._times = np.concatenate(times).astype(np.float64)
@@ -55,7 +56,7 @@ class LaggedDataset(_BatchReads):
         self._member = np.concatenate(member)
         self._frame = np.concatenate(frames)
         self.names = tuple(names)
-        self.labels = _label_columns([_Labelled(lb) for lb in labels])
+        self.labels = _label_columns(labels)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -160,13 +161,6 @@ class LaggedEnsembleDataset(EnsembleDataset):
 
     def _per_atom_keys(self) -> set[str]:
         return {"x", "y", "z"}
-
-
-class _Labelled:
-    """A trajectory's labels, as :func:`~trajscale.ml.ensemble._label_columns` reads them."""
-
-    def __init__(self, labels) -> None:
-        self.labels = dict(labels)
 
 
 def _labels_of(columns: dict, member: np.ndarray) -> dict:
