@@ -99,8 +99,7 @@ def check_input_file(path: str | os.PathLike) -> None:
 
 
 def input_files(inputs: Iterable[str | os.PathLike | None]) -> list[str]:
-    """The files behind ``inputs``: a folder stands for the files in it (a segment index's parts are added by
-    its caller: :func:`trajscale.sources.segments.with_parts`)."""
+    """The files behind ``inputs``: a folder stands for the files in it."""
     out = []
     for p in inputs:
         if p is None:
@@ -131,9 +130,8 @@ def refuse_input_as_output(path: str | os.PathLike, inputs: Iterable[str | os.Pa
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = False,
                       inputs: Iterable[str | os.PathLike | None] = (), need_bytes: int = 0) -> Path:
-    """Refuse an output that is one of ``inputs``, in a missing directory, existing without ``overwrite``, in
-    a directory this process cannot create files in, or without ``need_bytes`` free; every command's outputs
-    pass here before any work.  A URL is refused: outputs are written locally, then uploaded."""
+    """Refuse an output that is an input, in a missing or unwritable directory, existing without ``overwrite``,
+    without ``need_bytes`` free, or a URL (outputs are written locally); every command's outputs pass here."""
     if is_url(os.fspath(path)):
         raise OutputError(path, "outputs are written to local paths: write it here, then upload the finished "
                                 "file (e.g. `aws s3 cp FILE URL`), which the store shows under its key only "
@@ -153,8 +151,8 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False,
 
 
 def check_writable_folder(path: Path, need_bytes: int = 0) -> None:
-    """Raise OutputError unless a file can be created beside ``path`` with ``need_bytes`` free there; a real
-    create and unlink, since ``os.access`` answers yes to root in a read-only bind mount."""
+    """Raise OutputError unless a file can be created beside ``path`` with ``need_bytes`` free: a real create,
+    since ``os.access`` answers yes to root in a read-only bind mount."""
     folder = path.parent
     probe = folder / f".{path.name}.probe-{os.getpid()}@{_HOST}"
     try:
@@ -201,8 +199,7 @@ def temporary_name(path: str | os.PathLike) -> Path:
 
 
 def host_name() -> str:
-    """This host's name: ``socket.gethostname()``'s answer (POSIX's gethostname is uname's nodename), without
-    importing socket (2 ms of a short run's start)."""
+    """This host's name (POSIX's gethostname is uname's nodename), without importing socket (2 ms of a start)."""
     return os.uname().nodename
 
 
@@ -227,9 +224,8 @@ TASKS_PREFIX = "trajscale-tasks-"
 
 
 def process_folder(prefix: str = TASKS_PREFIX, where: str | None = None) -> str:
-    """A new folder ``PREFIX<pid>-<random>`` in ``where`` (default: the temporary folder) for the files of this
-    process's workers; the folders of this user's processes that are gone (killed before they could remove
-    theirs) are removed first.  OSError where none can be made."""
+    """A new folder ``PREFIX<pid>-<random>`` in ``where`` for this process's workers' files, after removing those
+    of this user's processes that are gone. OSError where none can be made."""
     import shutil
     import tempfile
 
@@ -290,8 +286,7 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
 
 @contextlib.contextmanager
 def main_not_reimported():
-    """While active, new spawn/forkserver children do not import the parent's ``__main__``: an empty stand-in
-    has no file or name for multiprocessing to re-import (tasks name trajscale functions only)."""
+    """While active, new spawn/forkserver children do not import the parent's ``__main__``."""
     main = sys.modules.get("__main__")
     stand_in = types.ModuleType("__main__")
     stand_in.__spec__ = None
@@ -337,9 +332,8 @@ def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) 
 
 
 def save_output(path: str | os.PathLike, write, overwrite: bool = True) -> Path:
-    """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``.  A result computed before
-    it is written is not lost: if the folder cannot take it, it is written into ``$TMPDIR`` and the
-    OutputError names both."""
+    """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``. A folder that cannot take the
+    result gets it written into ``$TMPDIR`` instead, the OutputError naming both."""
     try:
         with atomic_output(path, overwrite=overwrite) as tmp:
             write(tmp)

@@ -127,8 +127,7 @@ class Padded:
 
 
 def label_dtype(values: Iterable):
-    """A label coordinate's type: int64 when every value is a whole number, float64 when every one is a
-    number, else text."""
+    """A label coordinate's type: int64 for whole numbers, float64 for numbers, else text."""
     ints = floats = True
     for v in values:
         ints = ints and isinstance(v, bool | int | np.integer)

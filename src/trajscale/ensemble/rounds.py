@@ -86,8 +86,7 @@ class EnsembleRounds(Rounds):
         self._trial: MemberJob | None = None   # the member prepared to learn what preparing imports
 
     def reader_modules(self) -> tuple[str, ...]:
-        """The readers of the members' formats (one member of each file name ending asked), the ensemble's, and
-        what preparing a member imports (:meth:`_preparing_imports`)."""
+        """The readers of the members' formats, the ensemble's, and what preparing a member imports."""
         if self._modules is None:
             readers = self._readers()
             self._modules = (*readers, *(m for m in self._preparing_imports() if m not in readers))
@@ -123,8 +122,7 @@ class EnsembleRounds(Rounds):
         return None   # (thousands of files: the report names the ensemble, and each member in its own table)
 
     def open(self, shared: bool) -> tuple[EnsembleSource, range]:
-        """The members not saved before, cut into rounds; the first round prepared (its members' facts are
-        the job's: ``executor="auto"`` weighs the run by them), the others when their turn comes."""
+        """The members not saved before, cut into rounds; the first prepared now (its facts are the job's)."""
         t0 = time.perf_counter()
         self.opened = True
         saved = self.folder.saved() if self.folder is not None else set()
@@ -258,8 +256,7 @@ class EnsembleRounds(Rounds):
         return Round(rjob, RoundFacts(**base, works=works))
 
     def kept(self, reduced: EnsemblePartial) -> EnsemblePartial:
-        """Each member of the round just run turned into its results (saved, or kept here); the engine keeps
-        nothing of the round."""
+        """Each member of the round just run turned into its results (saved, or kept here)."""
         refused = []
         for idx, mp in reduced.members.items():
             job = self._by_index.pop(idx)   # (its preparation is let go of: the root holds a round's)

@@ -22,8 +22,7 @@ BINS = 32
 
 @dataclass(frozen=True)
 class MemberStats:
-    """What one finished trajectory cost: frames, bytes read, seconds opening, reading and mapping it
-    (summed over its pieces), and preparing it; the atoms a frame of it was read with."""
+    """What one finished trajectory cost: frames, bytes, seconds opening, reading, mapping and preparing it."""
 
     name: str
     frames: int
@@ -50,8 +49,7 @@ _SUMMED = ("frames", "bytes", "opens", "t_open", "t_read", "t_compute", "t_prepa
 
 @dataclass
 class MemberCosts:
-    """The trajectories' costs folded together as they finish (sums of :data:`_SUMMED`, the range of atoms a
-    frame, a histogram of seconds): the same size at any number of trajectories."""
+    """The trajectories' costs folded together as they finish: the same size at any number of them."""
 
     n: int = 0   # trajectories folded in
     frames: int = 0
@@ -99,8 +97,7 @@ def histogram_edges() -> list[float]:
 
 @dataclass(frozen=True)
 class EnsembleFacts:
-    """An ensemble run by trajectory: its trajectories in all, analysed by this run, refused and skipped
-    (saved by a run before), the finished ones' costs, and the root's seconds preparing members."""
+    """An ensemble run by trajectory: counts, the finished ones' costs, the root's seconds preparing."""
 
     origin: str = ""
     n_trajectories: int = 0
@@ -148,8 +145,7 @@ class EnsembleFacts:
 
 
 def count_line(facts: dict) -> str:
-    """The count of an ensemble run's trajectories (:meth:`EnsembleFacts.to_dict`'s): listed = analysed +
-    saved before + refused."""
+    """The count of an ensemble run's trajectories: listed = analysed + saved before + refused."""
     return (f"trajectories: {facts['n_finished']} analysed"
             + (f", {facts['n_skipped']} saved before (skipped)" if facts["n_skipped"] else "")
             + (f", {facts['n_refused']} refused" if facts["n_refused"] else "") + f" of {facts['n_trajectories']}")

@@ -39,8 +39,7 @@ KEPT = 32
 
 
 def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool = True) -> LabelledTopology:
-    """The atoms of the mdCATH file in ``store`` (at ``path``), whose members hold ``n_atoms`` atoms (the module's
-    docstring); raises :class:`~trajscale.errors.InputFileError` for a file whose fields fail a check."""
+    """The atoms of the mdCATH file in ``store`` (``n_atoms`` a member), every field checked (else InputFileError)."""
     key = tuple(store.identity)
     top = _BY_FILE.get(key)
     if top is not None and top.n_atoms == n_atoms:

@@ -39,8 +39,7 @@ def cache_dir() -> Path:
 
 
 def file_key(store: ByteStore) -> list | None:
-    """What an entry of the file in ``store`` must match, or None where nothing is kept (no copy of the file on
-    this node, caching off)."""
+    """What an entry of the file in ``store`` must match; None where nothing is kept."""
     path = store.node_local_copy
     if path is None or not caches_enabled():
         return None

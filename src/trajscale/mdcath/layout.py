@@ -66,8 +66,7 @@ class FieldAt:
 
 @dataclass(frozen=True)
 class MemberLayout:
-    """One member as checked by the process that opened it first (what a worker reads it by); ``box``: MDAnalysis
-    dimensions (Å, degrees), None without one."""
+    """One member as checked by the process that opened it first; ``box``: MDAnalysis dimensions, or None."""
 
     domain: str
     n_frames: int
@@ -112,8 +111,7 @@ def looks_like_mdcath(f: h5py.File) -> bool:
 
 
 def member_keys(group: h5py.Group) -> list[str]:
-    """``"{temperature}/{replica}"`` of every group two levels down, in numeric order: each a member, whatever it
-    holds (a replica group without ``coords`` is a member that :func:`describe` refuses, never one left out)."""
+    """``"{temperature}/{replica}"`` of every group two levels down, numerically: each a member, whatever it holds."""
     import h5py
 
     def order(name: str):

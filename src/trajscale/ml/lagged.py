@@ -25,8 +25,7 @@ CHUNK_BYTES = 16 * 2**20
 
 @dataclass(frozen=True)
 class FeatureTrajectory:
-    """One trajectory's features: ``values`` (frames, features), its ``name`` and ``labels`` and, where
-    known, each frame's ``times`` (ps; None: the frames follow each other)."""
+    """One trajectory's features ``values`` (frames, features), ``name``, ``labels``, frame ``times`` (ps) or None."""
 
     name: str
     values: np.ndarray
@@ -40,9 +39,8 @@ class FeatureTrajectory:
 
 
 def piece_bounds(times: np.ndarray) -> np.ndarray:
-    """Bounds ``[0, b1, ..., n]`` of the runs of frames whose time steps are the trajectory's step (the
-    median of the positive steps, to 1e-3 of it and the float32 rounding of the times).  Times that never
-    increase (a format that stores none) are one run."""
+    """Bounds ``[0, b1, ..., n]`` of the runs of frames at the trajectory's step (the median positive step, to
+    1e-3 of it and float32 rounding); times that never increase are one run."""
     t = np.asarray(times, np.float64)
     n = len(t)
     if n < 2:

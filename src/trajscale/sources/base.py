@@ -151,8 +151,7 @@ class Source(ABC):
 
     @classmethod
     def decoding_of(cls, fmt: str) -> str | None:
-        """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`; its
-        ``"*"``: every format's)."""
+        """Who decodes a frame of format ``fmt`` beyond the selected atoms, and how far (:attr:`decoding`)."""
         return cls.decoding.get(str(fmt).upper(), cls.decoding.get("*"))
 
     @classmethod
@@ -322,8 +321,8 @@ class Source(ABC):
         return None
 
     def own_universe(self):
-        """The topology this Source carries with its frames, as a Universe (:meth:`frames_universe`; an mdCATH
-        member's atoms), used when no topology file is given; None: a topology file describes the atoms."""
+        """The topology this Source carries with its frames, as a Universe (:meth:`frames_universe`); None: a
+        topology file describes the atoms."""
         return self.frames_universe()
 
     def decode_seconds_per_frame(self) -> float:

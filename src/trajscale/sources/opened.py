@@ -113,8 +113,7 @@ class OpenSources:
         return held
 
     def make_room(self) -> None:
-        """Close the least recently used sources until one more may be opened (the limit and the process's
-        budget hold while it opens)."""
+        """Close the least recently used sources until one more may be opened within the limit and budget."""
         while len(self._open) >= self.limit:
             self.drop(next(iter(self._open)))
         me = threading.get_ident()

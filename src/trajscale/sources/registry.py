@@ -312,8 +312,7 @@ def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
 
 
 def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
-    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain
-    (``offsets``: what a Source that :attr:`~.base.Source.ships_offsets` scanned; else None)."""
+    """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain."""
     path = str(path)
     match, store = _told(path, request, False)
     try:

@@ -52,8 +52,7 @@ def index_path(path: str | os.PathLike | Location, storage_options: Mapping | No
 
 
 def with_parts(inputs) -> list:
-    """``inputs`` and, after each segment index among them (or a folder that holds one), the parts it names: the
-    files no output may be. An input that is no readable index adds nothing."""
+    """``inputs`` and, after each readable segment index among them, the parts it names (no output may be one)."""
     out = []
     for p in inputs:
         out.append(p)
@@ -296,9 +295,8 @@ class SegmentedSource(Source):
                 "storage_options": self._storage_options}
 
     def _look_up_remote_parts(self) -> None:
-        """Each part behind a URL is opened here once and what it found (``remote_state``) travels with the segment,
-        metadata up to :data:`SHIP_PARTS_BYTES` in all: a worker then reads the part without walking its metadata
-        or B-tree over the network, and without a request for its identity (every range request checks it)."""
+        """Each part behind a URL is opened here once and its ``remote_state`` (up to :data:`SHIP_PARTS_BYTES`)
+        travels with it: a worker then reads it without walking its metadata over the network."""
         shipped = sum(_metadata_bytes(seg.get("remote")) for seg in self.segments)
         for i, seg in enumerate(self.segments):
             if seg.get("remote") is not None or not self._part(i).costs_request:

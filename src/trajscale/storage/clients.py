@@ -118,8 +118,7 @@ def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
 
 
 def trusted_bundle(own: dict) -> tuple[str, str] | None:
-    """(where it was named, its PEM text) of the CA bundle to trust besides the system's; None if none is
-    named. A bundle unreadable or without a certificate is refused in one line naming where it was given."""
+    """(where it was named, its PEM text) of the CA bundle trusted besides the system's; None if none is named."""
     where, path = None, None
     if own.get("ca_bundle"):
         where, path = "storage option ca_bundle", own["ca_bundle"]

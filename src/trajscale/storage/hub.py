@@ -210,8 +210,8 @@ def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
 
 
 def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None:
-    """Read the revisions ``pins`` names (a resumed run's, from :func:`pinned_revisions`) at their commits, and
-    say in one line each revision that has moved since; None: forget the revisions resolved before."""
+    """Read the revisions ``pins`` names (a resumed run's) at their commits, saying which have moved since;
+    None: forget those resolved before."""
     if pins is None:
         with _PINS_LOCK:
             _PINS.clear()
@@ -243,8 +243,7 @@ def pinned(url: str, options: dict | None) -> str:
 
 
 def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
-    """The files under ``prefix`` of the repository ``url`` names, at its revision: the Hub's tree, recursive,
-    in the pages it answers (each naming the next: ``Link: <...>; rel="next"``)."""
+    """The files under ``prefix`` of ``url``'s repository at its revision: the Hub's tree, page after page."""
     import json
 
     options = dict(options or {})

@@ -18,8 +18,7 @@ CHUNK = 1000
 
 
 def list_keys(server: Server, url: str, prefix: str, where: str | None = None) -> list[str]:
-    """The keys under ``prefix`` ("": all) of the bucket ``url`` names on ``server``; refused in one line naming
-    ``where`` (the glob listed; default ``url``)."""
+    """The keys under ``prefix`` ("": all) of ``url``'s bucket; refused in one line naming ``where``."""
     if url.startswith("hf://"):
         from .hub import list_tree
 

@@ -37,8 +37,7 @@ _warned: set[str] = set()
 
 @dataclass
 class CachedStore:
-    """An opened cache entry: ``path`` to read (the original when the copy did not fit), whether this call
-    ``copied`` it, a URL's ``identity`` (``[etag, size]``); ``close()`` releases it."""
+    """An opened entry: ``path`` to read, whether this call ``copied`` it, a URL's ``identity``; ``close()``."""
 
     path: str
     copied: bool
@@ -201,8 +200,7 @@ def at_hand(original: ByteStore | Location | str, cache_dir: str | None = None, 
 
 
 def default_dir() -> str:
-    """The node's cache folder where none is given: ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in
-    the temporary folder."""
+    """The node's cache folder: ``$TRAJSCALE_CACHE_DIR``, else ``trajscale-cache-UID`` in the temporary folder."""
     import tempfile
 
     return os.environ.get("TRAJSCALE_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
@@ -210,8 +208,7 @@ def default_dir() -> str:
 
 
 def opened(store: str | os.PathLike, options: dict | None = None, identity=None) -> ByteStore:
-    """The store of ``store`` (a path or URL; pinned to ``identity``: nothing asked now), its failures as
-    :class:`StoreError`, which a DataLoader worker can hand back."""
+    """The store of ``store`` (pinned to ``identity``), its failures as :class:`StoreError` (a worker hands it back)."""
     return _as_store_error(Location.of(store, options).store, identity)
 
 
