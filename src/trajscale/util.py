@@ -363,11 +363,8 @@ def _short_error(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, overwrite: bool = True):
-    """Yield a temporary path beside ``path``; rename it to ``path`` only on success.
-
-    On any exception (KeyboardInterrupt and SystemExit included) the temporary is removed.  The file is
-    fsynced before the rename and its folder after, so a crash leaves the old file or the whole new one.
-    Temporaries that killed writers left in the folder are removed first."""
+    """A temporary path beside ``path``, renamed to ``path`` only on success (fsynced, then its folder: a crash
+    leaves the old file or the whole new one), removed on any exception; killed writers' leftovers go first."""
     final = check_output_path(path, overwrite=overwrite)
     remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)

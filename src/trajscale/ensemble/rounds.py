@@ -51,8 +51,7 @@ WORKER_MODULES = ("trajscale.ensemble.source", "trajscale.ensemble.analysis")
 
 
 class EnsembleRounds(Rounds):
-    """The rounds of an ensemble run: ``group`` over each member, results saved in ``folder`` (None: kept in
-    memory); ``strict``, ``max_open`` and ``round_size`` as :class:`.run.EnsembleOptions` says."""
+    """The rounds of an ensemble run: ``group`` over each member, results saved in ``folder`` (None: kept)."""
 
     tasks_per_worker = 4
 

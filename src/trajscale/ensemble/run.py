@@ -129,8 +129,11 @@ def run_ensemble(analysis: Analysis | list[Analysis], ensemble, *, options: RunO
     opts = dataclasses.replace(opts, storage_options=opts.storage_options or ens.storage_options)
     folder = None
     if eo.results is not None and (current().rank or 0) == 0:   # (the process that prepares the job)
-        folder = ResultsFolder(eo.results, _manifest(group, opts, _revisions(ens)), resume=eo.resume,
-                               overwrite=eo.overwrite)
+        revisions = _revisions(ens)   # (a resumed run shares these with the run it resumes)
+        manifest = {"analyses": [a.get_config() for a in group.analyses], "start": opts.start, "stop": opts.stop,
+                    "step": opts.step, "group": opts.group, "assume_units": opts.assume_units,
+                    "continuous": opts.continuous, **({"revisions": revisions} if revisions else {})}
+        folder = ResultsFolder(eo.results, manifest, resume=eo.resume, overwrite=eo.overwrite)
     rounds = EnsembleRounds(ens, group, opts, folder, strict=eo.strict, max_open=eo.max_open,
                             round_size=eo.round_size)
     before: list[Refusal] = []   # refusals by one analysis of members the run before saved
@@ -196,13 +199,6 @@ def _kept(rounds: EnsembleRounds, folder: ResultsFolder | None) -> str:
     if folder is None or not folder.path.is_dir():
         return f"{said}; none kept (a results folder keeps them for resuming)"
     return f"{said} and kept in {folder.path}; --resume goes on from them"
-
-
-def _manifest(group: AnalysisGroup, options: RunOptions, revisions: dict) -> dict:
-    """What a resumed run must share with the run it resumes (and the commits of the Hub's revisions it read)."""
-    return {"analyses": [a.get_config() for a in group.analyses], "start": options.start, "stop": options.stop,
-            "step": options.step, "group": options.group, "assume_units": options.assume_units,
-            "continuous": options.continuous, **({"revisions": revisions} if revisions else {})}
 
 
 def _revisions(ens: Ensemble) -> dict:

@@ -64,15 +64,6 @@ def label_kinds(members, names) -> dict[str, tuple]:
     return kinds
 
 
-def _label_column(value, kind: tuple, n: int):
-    how, dtype = kind
-    if how == "number":
-        return np.full(n, value, dtype)
-    if how == "object":
-        return np.full(n, value, object)
-    return Coded(np.full(n, 0 if value is not None else -1, np.int32), [] if value is None else [str(value)])
-
-
 def frame_columns(result) -> dict[str, np.ndarray]:
     """A per-frame result's value columns, named: each array with a row per frame (2-D: a column each)."""
     n = len(result.frames)
@@ -107,8 +98,10 @@ def _member_parts(result, member, r, kinds: dict) -> Iterator[dict]:
         f = frames[a:a + step]
         n = len(f) * k
         out = {"trajectory": Coded(np.zeros(n, np.int32), [member.name])}
-        for label, kind in kinds.items():
-            out[label] = _label_column(member.labels.get(label), kind, n)
+        for label, (how, dtype) in kinds.items():
+            v = member.labels.get(label)
+            out[label] = np.full(n, v, dtype if how == "number" else object) if how != "text" else \
+                Coded(np.full(n, 0 if v is not None else -1, np.int32), [] if v is None else [str(v)])
         out["frame"], out["time"] = np.repeat(f, k), np.repeat(times[a:a + step], k)
         if not result.features:
             out.update({c: v[a:a + step] for c, v in values.items()})
@@ -130,15 +123,9 @@ def _joined(parts: list[dict]) -> dict:
 
 
 def batches(result, kinds: dict | None = None) -> Iterator[dict]:
-    """The long table of ``result`` (an :class:`~trajscale.ensemble.results.EnsembleResult`) as batches of
-    named columns (NumPy arrays, text columns :class:`Coded`); one empty batch when it has no rows.
-    ``kinds``: :func:`label_kinds` of its members, when known.
-
-    Raises
-    ------
-    ConfigError
-        A trajectory whose value columns are not the first's (no one table holds both).
-    """
+    """The long table of ``result`` as batches of named columns (text columns :class:`Coded`); one empty batch
+    when it has no rows. ``kinds``: :func:`label_kinds` of its members, when known. A trajectory whose value
+    columns are not the first's raises ConfigError (no one table holds both)."""
     kinds = label_kinds(result.members, result.label_names) if kinds is None else kinds
     held, rows, names = [], 0, None
     for member, r in result.items():

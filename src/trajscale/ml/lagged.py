@@ -102,19 +102,14 @@ def trajectories(features) -> Iterator[FeatureTrajectory]:
             raise ConfigError(f"trajectory {traj.name} has {traj.values.shape[1]} features and the first had "
                               f"{width}: an estimator takes one feature space (members of one residue count)")
         yield traj
-    if width is None:
-        _none_left(features)
-
-
-def _none_left(features) -> None:
-    """Raise for features that gave no trajectory: each refused member named with its own reason."""
-    refused = features.refused if isinstance(features, FeatureStream) else []
-    if not refused:
-        raise ConfigError("no trajectory in the features: nothing to fit or to make pairs of")
-    shown = "; ".join(f"{r.member.name}: {r.reason}" for r in refused[:8])
-    more = f"; and {len(refused) - 8} more (see .refused)" if len(refused) > 8 else ""
-    raise AllRefusedError(features.ensemble.origin or "the ensemble",
-                          f"every one of its {len(refused)} trajectories was refused: {shown}{more}", refused)
+    if width is None:   # (no trajectory: each refused member named with its own reason)
+        refused = features.refused if isinstance(features, FeatureStream) else []
+        if not refused:
+            raise ConfigError("no trajectory in the features: nothing to fit or to make pairs of")
+        shown = "; ".join(f"{r.member.name}: {r.reason}" for r in refused[:8])
+        more = f"; and {len(refused) - 8} more (see .refused)" if len(refused) > 8 else ""
+        raise AllRefusedError(features.ensemble.origin or "the ensemble",
+                              f"every one of its {len(refused)} trajectories was refused: {shown}{more}", refused)
 
 
 def _trajectories(features) -> Iterator[FeatureTrajectory]:

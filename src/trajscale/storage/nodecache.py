@@ -183,7 +183,7 @@ class NodeCache:
 def at_hand(original: ByteStore | Location | str, cache_dir: str | None = None, max_bytes: int | None = None,
             in_place: bool = True) -> CachedStore:
     """Where a library opens ``original``'s bytes by path: the local file holding them (unless ``in_place`` is
-    False and a ``cache_dir`` is given), else the node's copy in ``cache_dir``, made once per node."""
+    False and ``cache_dir`` given), else the node's copy in ``cache_dir``, made once per node."""
     if not isinstance(original, ByteStore):
         location = Location.of(original)
         if not location.costs_request and (in_place or not cache_dir):
