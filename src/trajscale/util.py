@@ -224,8 +224,7 @@ TASKS_PREFIX = "trajscale-tasks-"
 
 
 def process_folder(prefix: str = TASKS_PREFIX, where: str | None = None) -> str:
-    """A new folder ``PREFIX<pid>-<random>`` in ``where`` for this process's workers' files, after removing those
-    of this user's processes that are gone. OSError where none can be made."""
+    """A new folder ``PREFIX<pid>-<random>`` in ``where`` for this process's workers (gone processes' removed)."""
     import shutil
     import tempfile
 

@@ -51,9 +51,8 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 log = logging.getLogger(__name__)
 
 def ensemble_members(location, base):
-    """The members an mdCATH file holds: a :class:`~trajscale.ensemble.Member` per temperature and replica,
-    named ``{base's name}/{temperature}/{replica}``, labelled ``base.labels`` and ``domain``, ``temperature``,
-    ``replica``, with its checked Source config. None when the file is not mdCATH's."""
+    """The members an mdCATH file holds, one per temperature and replica (named ``{base}/{T}/{replica}``,
+    labelled ``domain``, ``temperature``, ``replica``), each with its checked Source config; None: not mdCATH."""
     import dataclasses
 
     where = Location.of(location)

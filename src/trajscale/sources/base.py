@@ -321,8 +321,7 @@ class Source(ABC):
         return None
 
     def own_universe(self):
-        """The topology this Source carries with its frames, as a Universe (:meth:`frames_universe`); None: a
-        topology file describes the atoms."""
+        """The topology this Source carries with its frames, as a Universe; None: a topology file describes them."""
         return self.frames_universe()
 
     def decode_seconds_per_frame(self) -> float:

@@ -210,8 +210,7 @@ def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
 
 
 def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None:
-    """Read the revisions ``pins`` names (a resumed run's) at their commits, saying which have moved since;
-    None: forget those resolved before."""
+    """Read the revisions ``pins`` names at their commits, saying which moved; None: forget those resolved."""
     if pins is None:
         with _PINS_LOCK:
             _PINS.clear()

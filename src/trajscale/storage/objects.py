@@ -125,8 +125,7 @@ class RemoteObject(ByteStore):
     @classmethod
     def open(cls, url: str, options: dict | None = None, identity: Identity | None = None,
              round_trip: float | None = None) -> RemoteObject:
-        """The object at ``url``: with ``identity`` (the run's) nothing is fetched now; else its first bytes and
-        identity in one request; ``round_trip`` seeds the requests in flight."""
+        """The object at ``url``: with ``identity`` nothing is fetched now; else its first bytes and identity."""
         obj = cls(url, options, identity)
         if round_trip is not None and 0 < round_trip < 3600:
             obj._slots.saw_round_trip(float(round_trip))
