@@ -273,3 +273,36 @@ def test_a_listing_of_a_frozen_server_is_bounded_by_its_outage_clock(s3_server, 
     assert run.proc.returncode == EXIT_OUTAGE and len(run.lines) == 1, run.lines
     assert f"s3://{BUCKET}: did not answer in {RETRY_SECONDS} s" in run.lines[0], run.lines
     assert took < RETRY_SECONDS + TIMEOUT + SLACK, f"ended {took:.1f} s after its listing began"
+
+
+def test_a_request_cut_then_refused_after_another_was_answered_ends_as_the_server():
+    """The clock's rule itself, without a server: request A starts; B, sent after A began, is answered; then the
+    server stops: A's tries are cut, then refused, to the end of its own deadline, and nothing sent since A first
+    failed is answered. The verdict is the server's, though B's answer came after A began (a whole suite's load
+    ordered a stopped server's requests so)."""
+    from trajscale.storage.retry import Deadline, Failure, Outage
+
+    outage = Outage(0.3)
+    a = Deadline(0.3, 1.0, outage)
+    a.try_timeout()   # A's first try is sent
+    b = Deadline(0.3, 1.0, outage)
+    b.try_timeout()
+    outage.answered(b.sent)   # B, sent after A began, answered
+    a.failed(Failure("cut", "the response was cut"))
+    while True:
+        a.try_timeout()
+        a.failed(Failure("refused", "connection refused"))
+        if not a.wait():
+            break
+    assert a.servers()
+    # the server answered a try sent after A first failed: A's failure is its own
+    c = Deadline(0.3, 1.0, Outage(0.3))
+    c.try_timeout()
+    c.failed(Failure("server", "500"))
+    d = Deadline(0.3, 1.0, c.outage)
+    d.try_timeout()
+    c.outage.answered(d.sent)
+    while c.wait():
+        c.try_timeout()
+        c.failed(Failure("server", "500"))
+    assert not c.servers()

@@ -275,6 +275,8 @@ class Deadline:
         self.tries = 0
         #: whether every try failed as a server not answering would (no answer, good or bad, came)
         self.unanswered = True
+        #: when its first failure was seen (monotonic): a server that answered nothing sent since is not answering
+        self.failed_at: float | None = None
         self._delay = 0.1
 
     def _end(self) -> float:
@@ -285,13 +287,19 @@ class Deadline:
     def failed(self, failure: Failure) -> None:
         """A try failed (worth another): said to the server's clock."""
         self.unanswered = self.unanswered and failure.kind in UNANSWERED
+        if self.failed_at is None:
+            self.failed_at = time.monotonic()
         if self.outage is not None:
             self.outage.failed(self.start, failure)
 
     def servers(self) -> bool:
         """Whether the server's clock, not this request's own, ended its tries (the verdict is the server's)."""
-        shared = self.outage.end if self.outage is not None else None
-        return shared is not None and self.end is not None and (self.unanswered or shared <= self.end)
+        if self.outage is None or self.end is None:
+            return False
+        if self.failed_at is not None and self.outage.answered_at < self.failed_at:
+            return True   # no try of the server's sent since this one first failed was answered, of any object
+        shared = self.outage.end
+        return shared is not None and (self.unanswered or shared <= self.end)
 
     def try_timeout(self) -> float:
         """The timeout of the next try (the first try starts the clock)."""
