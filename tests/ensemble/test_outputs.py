@@ -183,3 +183,41 @@ def test_a_long_name_costs_its_length_once(named, tmp_path, ext):
         finally:
             tracemalloc.stop()
     assert peaks[1] - peaks[0] < 4 * 2**20, peaks
+
+
+def test_a_label_has_one_type_in_the_table_the_arrays_and_the_training_data(tmp_path):
+    """A true/false, a whole-number, a number and a text label: bool, int64, float64 and text in the table
+    (Arrow's types), in the padded dataset (also as the NetCDF file reads back) and in the ML dataset's
+    columns and samples; the CSV writes the values as Python does."""
+    import pyarrow as pa
+    import xarray as xr
+
+    from trajscale.ml import EnsembleDataset
+
+    tiny_ensemble(tmp_path, 4)
+    labels = [{"flag": i % 2 == 0, "k": i, "temp": 300.5 + i, "system": "abc"[i % 3]} for i in range(4)]
+    ens = ts.Ensemble([Member(f"m{i}", (str(tmp_path / f"t{i:05d}.xtc"),), str(tmp_path / "top.pdb"), labels[i])
+                       for i in range(4)], origin="typed")
+    r = ts.run(ts.Distances(**DIST), ens, executor="serial", results=tmp_path / "res")
+    want = {"flag": "bool", "k": "int64", "temp": "float64", "system": "text"}
+
+    def kind(dtype) -> str:
+        return "text" if dtype.kind in "OU" else str(dtype)
+
+    schema = r.table().schema
+    arrow = {pa.bool_(): "bool", pa.int64(): "int64", pa.float64(): "float64",
+             pa.dictionary(pa.int32(), pa.string()): "text"}
+    assert {k: arrow.get(schema.field(k).type) for k in want} == want, schema
+    ds = r.dataset()
+    assert {k: kind(ds[k].dtype) for k in want} == want, ds
+    with xr.open_dataset(r.save(tmp_path / "d.nc")) as back:
+        assert {k: kind(back[k].dtype) for k in want} == want, back
+        assert back["flag"].values.tolist() == [True, False, True, False]
+    ml = EnsembleDataset(ens)
+    assert {k: "text" if isinstance(ml.labels[k], list) else kind(ml.labels[k].dtype) for k in want} == want
+    sample = ml.read([0, 2, 4, 6])   # (each member's first frame)
+    assert [sample[k] if isinstance(sample[k], list) else sample[k].tolist() for k in want] == \
+        [[lab[k] for lab in labels] for k in want]
+    assert {k: kind(np.asarray(sample[k]).dtype) if not isinstance(sample[k], list) else "text" for k in want} == want
+    header, first = r.save(tmp_path / "d.csv").read_text().splitlines()[:2]
+    assert header.split(",")[1:5] == list(want) and first.split(",")[1:5] == ["True", "0", "300.5", "a"]

@@ -11,18 +11,17 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import h5py
 import numpy as np
 
 from ..errors import ConfigError
-from .table import BATCH_TRAJECTORIES
+from .table import BATCH_TRAJECTORIES, TEXT, label_dtype
 
 #: Bytes of padded arrays a NetCDF batch holds (at least one trajectory, at most BATCH_TRAJECTORIES: each
 #: trajectory's result is held until its batch is written).
 BATCH_BYTES = 64 * 2**20
-_TEXT = np.dtype(object)
 
 
 @dataclasses.dataclass
@@ -97,7 +96,7 @@ class Padded:
                 continue
             a = np.asarray(value)
             if a.dtype.kind in "US" or v.fill == "":
-                v.dtype = _TEXT
+                v.dtype = TEXT
             else:
                 v.dtype = a.dtype if v.dtype is None else np.result_type(v.dtype, a.dtype)
                 if isinstance(v.fill, float) and v.dtype.kind != "f":
@@ -126,17 +125,8 @@ class Padded:
         return out
 
 
-def label_dtype(values: Iterable):
-    """A label coordinate's type: int64 for whole numbers, float64 for numbers, else text."""
-    ints = floats = True
-    for v in values:
-        ints = ints and isinstance(v, bool | int | np.integer)
-        floats = floats and isinstance(v, int | float | np.number) and not isinstance(v, bool)
-    return np.dtype(np.int64) if ints else np.dtype(np.float64) if floats else _TEXT
-
-
 def label_array(values: list, dtype) -> np.ndarray:
-    if dtype == _TEXT:
+    if dtype == TEXT:
         return np.array(["" if v is None else str(v) for v in values], object)
     return np.array(values, dtype)
 
@@ -156,9 +146,12 @@ def write_netcdf(result, tmp) -> None:
         f.dimensions = {"trajectory": len(result.members), **layout.sizes}
         f.create_variable("trajectory", ("trajectory",), dtype=text)
         for k, dtype in labels.items():
-            f.create_variable(k, ("trajectory",), dtype=text if dtype == _TEXT else dtype)
+            truth = dtype.kind == "b"   # (NetCDF has no booleans: xarray's own encoding of them, which it reads back)
+            var = f.create_variable(k, ("trajectory",), dtype=text if dtype == TEXT else np.int8 if truth else dtype)
+            if truth:
+                var.attrs["dtype"] = "bool"
         for name, v in layout.variables.items():
-            var = f.create_variable(name, ("trajectory", *v.dims), dtype=text if v.dtype == _TEXT else v.dtype,
+            var = f.create_variable(name, ("trajectory", *v.dims), dtype=text if v.dtype == TEXT else v.dtype,
                                     fillvalue=np.nan if isinstance(v.fill, float) else None)
             if labels:
                 var.attrs["coordinates"] = " ".join(labels)
@@ -179,4 +172,4 @@ def write_netcdf(result, tmp) -> None:
                 held, i = [], j
 
 
-__all__ = ["BATCH_BYTES", "Padded", "label_array", "label_dtype", "write_netcdf"]
+__all__ = ["BATCH_BYTES", "Padded", "label_array", "write_netcdf"]

@@ -17,10 +17,10 @@ from ..analysis.base import Prepared
 from ..analysis.results import FeatureLabels
 from ..errors import ConfigError, OutputError
 from .catalog import Member
-from .padded import Padded, label_array, label_dtype, write_netcdf
+from .padded import Padded, label_array, write_netcdf
 from .prepare import Refusal
 from .saved import AGGREGATES, MemberRecord, ResultsFolder
-from .table import Coded, batches, frame_columns, pyarrow, record_batches, write_csv, write_parquet
+from .table import Coded, batches, frame_columns, label_dtype, pyarrow, record_batches, write_csv, write_parquet
 
 #: Output formats by extension: the long table of a per-frame analysis, or the arrays of another.
 TABLE_FORMATS = (".parquet", ".csv")

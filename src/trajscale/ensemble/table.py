@@ -46,21 +46,34 @@ class Coded:
                                               pa.array(self.values, pa.string()))
 
 
+#: The type of a text column (held as :class:`Coded` in the table).
+TEXT = np.dtype(object)
+
+
+def label_dtype(values) -> np.dtype:
+    """A label column's type, one rule for the table, the padded arrays and the ML datasets: bool where every
+    value is true/false, int64 where every one is a whole number, float64 where every one is a number, else
+    :data:`TEXT` (also where a member lacks the label, None: only the table holds such gaps, as nulls)."""
+    kinds = {np.dtype(type(v)).kind if isinstance(v, int | float | np.bool_ | np.integer | np.floating) else "O"
+             for v in values}
+    for dtype, allowed in ((bool, "b"), (np.int64, "iu"), (np.float64, "iuf")):
+        if kinds and kinds <= set(allowed):
+            return np.dtype(dtype)
+    return TEXT
+
+
 def label_kinds(members, names) -> dict[str, tuple]:
-    """How each label column is held: ``("number", dtype)`` where every member has one (floats if any is),
-    ``("object", dtype)`` for numbers with gaps, else ``("text", None)`` (coded)."""
-    seen: dict[str, set] = {n: set() for n in names}
+    """How each label column is held: ``("number", dtype)`` (:func:`label_dtype`'s) where every member has one,
+    ``("object", dtype)`` where some lack it (nulls), else ``("text", None)`` (coded)."""
+    seen: dict[str, dict] = {n: {} for n in names}   # (a value of each type: all label_dtype looks at)
     for m in members:
-        for n, types in seen.items():
-            types.add(type(m.labels.get(n)))
+        for n, one in seen.items():
+            v = m.labels.get(n)
+            one.setdefault(type(v), v)
     kinds = {}
-    for n, types in seen.items():
-        numbers = {t for t in types if issubclass(t, int | float | np.number)}
-        if numbers == types - {type(None)}:
-            dtype = np.result_type(*(np.dtype(t) for t in numbers)) if numbers else None
-            kinds[n] = ("number" if types == numbers else "object", dtype)
-        else:
-            kinds[n] = ("text", None)
+    for n, one in seen.items():
+        dtype = label_dtype(v for v in one.values() if v is not None)
+        kinds[n] = ("text", None) if dtype == TEXT else ("object" if type(None) in one else "number", dtype)
     return kinds
 
 
@@ -165,8 +178,7 @@ def record_batches(result) -> Iterator:
             if isinstance(v, Coded):
                 arrays[k] = v.arrow(pa)
             elif v.dtype == object:   # (numbers with gaps)
-                dtype = kinds[k][1]
-                arrays[k] = pa.array(v, pa.null() if dtype is None else pa.from_numpy_dtype(dtype))
+                arrays[k] = pa.array(v, pa.from_numpy_dtype(kinds[k][1]))
             else:
                 arrays[k] = pa.array(v)
         rb = pa.RecordBatch.from_pydict(arrays)
@@ -206,5 +218,5 @@ def write_parquet(result, tmp) -> None:
             writer.close()
 
 
-__all__ = ["BATCH_ROWS", "BATCH_TRAJECTORIES", "Coded", "batches", "frame_columns", "label_kinds",
-           "record_batches", "write_csv", "write_parquet"]
+__all__ = ["BATCH_ROWS", "BATCH_TRAJECTORIES", "TEXT", "Coded", "batches", "frame_columns", "label_dtype",
+           "label_kinds", "record_batches", "write_csv", "write_parquet"]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..block import check_finite
 from ..engine import frame_range
+from ..ensemble.table import TEXT, label_dtype
 from ..errors import ConfigError, InputFileError, StoreError, TrajscaleError
 from ..sources.opened import OpenSources
 from .dataset import _as_index, _batch_buffer, _BatchReads, runs
@@ -154,18 +155,18 @@ def _described(trajectories, storage_options: dict | None, fields: tuple[str, ..
 
 
 def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
-    """label -> (M,) array of numbers, or a list of values where they are not all numbers."""
-    names = list(dict.fromkeys(k for m in members for k in m.labels))
+    """label -> (M,) array of its type (:func:`~trajscale.ensemble.table.label_dtype`), or a list of text."""
     out: dict[str, object] = {}
-    for k in names:
+    for k in dict.fromkeys(k for m in members for k in m.labels):
         values = [m.labels.get(k) for m in members]
-        if all(isinstance(v, bool | int | np.integer) and not isinstance(v, bool) for v in values):
-            out[k] = np.array(values, np.int64)
-        elif all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in values):
-            out[k] = np.array(values, np.float64)
-        else:
-            out[k] = values
+        dtype = label_dtype(values)
+        out[k] = values if dtype == TEXT else np.array(values, dtype)
     return out
+
+
+def _labels_of(columns: dict, member: np.ndarray) -> dict:
+    return {k: (col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()])
+            for k, col in columns.items()}
 
 
 class EnsembleDataset(_BatchReads):
@@ -355,8 +356,7 @@ class EnsembleDataset(_BatchReads):
         out["trajectory"] = member.astype(np.int64)
         out["name"] = [self.names[m] for m in member.tolist()]
         out["frame"] = uniq - self.starts[member]
-        for key, col in self.labels.items():
-            out[key] = col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()]
+        out.update(_labels_of(self.labels, member))
         if lagged is not None:
             out["lagged"], out["time_lagged"] = targets[1].out[lagged[1]], targets[1].times
         return out

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .dataset import _as_index, _BatchReads
-from .ensemble import EnsembleDataset, _label_columns, _reordered
+from .ensemble import EnsembleDataset, _label_columns, _labels_of, _reordered
 from .lagged import _lag, pairs_of, trajectories
 
 
@@ -161,11 +161,6 @@ class LaggedEnsembleDataset(EnsembleDataset):
 
     def _per_atom_keys(self) -> set[str]:
         return {"x", "y", "z"}
-
-
-def _labels_of(columns: dict, member: np.ndarray) -> dict:
-    return {k: (col[member] if isinstance(col, np.ndarray) else [col[m] for m in member.tolist()])
-            for k, col in columns.items()}
 
 
 __all__ = ["LaggedDataset", "LaggedEnsembleDataset"]
