@@ -1,14 +1,17 @@
 """What an ensemble run says, said once and right: a glob of XTC files without a topology refused in one line
-before any file is read; two glob runs in one folder keep their results apart, each named after its output."""
+before any file is read; two glob runs in one folder keep their results apart, each named after its output; an
+empty selection refused in one line, MDAnalysis's warnings on a selection folded into its refusal."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import warnings
 
 import pytest
 
 import trajscale as ts
-from tests.conftest import run_cli_here
+from tests.conftest import run_cli, run_cli_here
 
 pytestmark = pytest.mark.cli
 
@@ -67,3 +70,35 @@ def test_an_mdcath_file_is_told_by_its_layout_whatever_its_name(tmp_path):
     for key in want:
         np.testing.assert_array_equal(r[f"protein/{key}"].rmsd, mine[f"1aaaA00/{key}"].rmsd)
     assert EnsembleDataset(str(tmp_path / "glob" / "*.h5")).names == ens.names
+
+
+def test_an_empty_selection_is_refused_in_one_line_and_mdanalysis_words_go_into_a_refusal(tmp_path):
+    """``--select ""`` over a glob, with a topology cache of its own (MDAnalysis resolves the selection first):
+    one line, at every verbosity no MDAnalysis warning beside it, the same reason for every member; a selection
+    that selects nothing and that MDAnalysis warns on is refused with MDAnalysis's words, and none escapes."""
+    from MDAnalysisTests.datafiles import GRO, XTC
+
+    from trajscale.errors import SelectionError
+    from trajscale.topology import select_atoms
+
+    for name in ("a", "b"):
+        shutil.copy(XTC, tmp_path / f"{name}.xtc")
+    env = {**os.environ, "TRAJSCALE_CACHE_DIR": str(tmp_path / "cache")}
+    for verbose in ([], ["-v"]):
+        shutil.rmtree(tmp_path / "out-results", ignore_errors=True)
+        got = run_cli(*verbose, "run", "rmsd", "--ensemble", str(tmp_path / "*.xtc"), "--topology", GRO, "--select",
+                      "", "--executor", "serial", "--out", "out.csv", cwd=tmp_path, env=env)
+        assert got.returncode == 2 and "Warning" not in got.stderr and "warn(" not in got.stderr, got.stderr
+        lines = got.stderr.strip().splitlines()
+        assert verbose or len(lines) == 1, got.stderr
+        assert "(a: rmsd: selection [''] is empty: it selects no atoms)" in lines[-1], got.stderr
+        refused = (tmp_path / "out-results" / "refused.csv").read_text()
+        assert refused.count("rmsd: selection [''] is empty: it selects no atoms") == 2, refused
+    import MDAnalysis as mda
+
+    u = mda.Universe(GRO)
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        with pytest.raises(SelectionError, match=r"selects no atoms \(MDAnalysis: Using float equality"):
+            select_atoms(u, "mass 99.5")
+    assert escaped == [], [str(w.message) for w in escaped]

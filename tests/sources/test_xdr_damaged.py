@@ -183,15 +183,16 @@ def test_troubleshooting_salvage_recipe_runs_as_written(tmp_path):
 def test_a_damaged_part_before_another_is_refused_not_joined_across_its_hole(tmp_path):
     """Damage salvages the frames of a file read alone or last; a damaged part followed by another
     would join across the frames it lost (a hole no message shows), so the chain is refused naming it,
-    by the run's parts and by convert's join alike."""
+    by the run's parts and by convert's join alike, with no word of ``trajscale repair`` (an H5MD file's)."""
     from trajscale.sources.chain import plan_join
     from trajscale.sources.segments import SegmentedSource
 
     path, kept, _ = damaged(tmp_path, "magic5")
     later = tmp_path / "later.xtc"
     shutil.copy(D.XTC, later)
-    with pytest.raises(InputFileError, match=r"md\.xtc.*damaged after frame 4.*parts after it"):
+    with pytest.raises(InputFileError, match=r"md\.xtc.*damaged after frame 4.*parts after it") as refused:
         SegmentedSource.from_parts([str(path), str(later)])
+    assert "repair" not in str(refused.value)   # (trajscale repair mends H5MD files, not XTC)
     with XDRSource(str(path)) as first, XDRSource(str(later)) as second:
         with pytest.raises(InputFileError, match=r"md\.xtc.*damaged after frame 4"):
             plan_join([first, second])

@@ -205,7 +205,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
 def refuse_damaged_part(path: str, why: str) -> None:
     """Refuse a part whose frames end early at damage (``why``) when another part follows it."""
     raise InputFileError(path, f"is {why}; the parts after it would join across the frames it lost: "
-                               "read it alone or as the last part, or repair it")
+                               "read it alone or as the last part")
 
 
 def _chain(a, b, rest):

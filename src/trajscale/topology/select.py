@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 
 from ..errors import SelectionError, TrajscaleError
@@ -15,8 +16,12 @@ def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection")
     """``atoms.select_atoms`` with empty or invalid selections as clear errors; several strings joined in order."""
     strings = (selection,) if isinstance(selection, str) else tuple(selection)
     shown = repr(selection if isinstance(selection, str) else list(strings))
+    if not any(s.strip() for s in strings):   # (said here, not by MDAnalysis's warning on the first call only)
+        raise SelectionError(f"{what} {shown} is empty: it selects no atoms")
     try:
-        group = atoms.select_atoms(*strings)
+        with warnings.catch_warnings(record=True) as said:   # (MDAnalysis's words go into the refusal's one line)
+            warnings.simplefilter("always")
+            group = atoms.select_atoms(*strings)
     except TrajscaleError:   # the topology itself failed to load (a Universe built on first use)
         raise
     except Exception as exc:   # noqa: BLE001 - MDAnalysis raises SelectionError, ValueError, KeyError...
@@ -30,5 +35,7 @@ def select_atoms(atoms, selection: str | Sequence[str], what: str = "selection")
                 f"them: {NAMED_TOPOLOGIES}") from None
         raise SelectionError(f"invalid {what} {shown}: {exc}") from None
     if group.n_atoms == 0:
-        raise SelectionError(f"{what} {shown} selects no atoms")
+        raise SelectionError(f"{what} {shown} selects no atoms" + "".join(f" (MDAnalysis: {w.message})" for w in said))
+    for w in said:
+        warnings.warn(w.message, stacklevel=2)
     return group
