@@ -68,13 +68,10 @@ def label_kinds(members, names) -> dict[str, tuple]:
     seen: dict[str, dict] = {n: {} for n in names}   # (a value of each type: all label_dtype looks at)
     for m in members:
         for n, one in seen.items():
-            v = m.labels.get(n)
-            one.setdefault(type(v), v)
-    kinds = {}
-    for n, one in seen.items():
-        dtype = label_dtype(v for v in one.values() if v is not None)
-        kinds[n] = ("text", None) if dtype == TEXT else ("object" if type(None) in one else "number", dtype)
-    return kinds
+            one.setdefault(type(m.labels.get(n)), m.labels.get(n))
+    dtypes = {n: label_dtype(v for v in one.values() if v is not None) for n, one in seen.items()}
+    return {n: ("text", None) if d == TEXT else ("object" if type(None) in seen[n] else "number", d)
+            for n, d in dtypes.items()}
 
 
 def frame_columns(result) -> dict[str, np.ndarray]:

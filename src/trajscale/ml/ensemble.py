@@ -154,14 +154,10 @@ def _described(trajectories, storage_options: dict | None, fields: tuple[str, ..
     return members, refused
 
 
-def _label_columns(members: Sequence[_Member]) -> dict[str, object]:
+def _label_columns(labels: Sequence[dict]) -> dict[str, object]:
     """label -> (M,) array of its type (:func:`~trajscale.ensemble.table.label_dtype`), or a list of text."""
-    out: dict[str, object] = {}
-    for k in dict.fromkeys(k for m in members for k in m.labels):
-        values = [m.labels.get(k) for m in members]
-        dtype = label_dtype(values)
-        out[k] = values if dtype == TEXT else np.array(values, dtype)
-    return out
+    columns = {k: [one.get(k) for one in labels] for k in dict.fromkeys(k for one in labels for k in one)}
+    return {k: v if label_dtype(v) == TEXT else np.array(v, label_dtype(v)) for k, v in columns.items()}
 
 
 def _labels_of(columns: dict, member: np.ndarray) -> dict:
@@ -238,7 +234,7 @@ class EnsembleDataset(_BatchReads):
         self.starts = np.r_[0, np.cumsum([m.n_frames for m in self.members])].astype(np.int64)
         self.n = int(self.starts[-1])
         self.n_atoms = np.array([m.n_atoms for m in self.members], np.int64)
-        self.labels = _label_columns(self.members)
+        self.labels = _label_columns([m.labels for m in self.members])
         #: each member's file: members of a file of several share it (its path), any other member is its own
         self._file_of = tuple(m.config["path"] if _source_class(m.config).shares_file_store else i
                               for i, m in enumerate(self.members))

@@ -9,7 +9,6 @@ an ensemble's coordinates, packed as :class:`~trajscale.ml.ensemble.EnsembleData
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -48,7 +47,7 @@ class LaggedDataset(_BatchReads):
             frames.append(t)
             times.append(traj.times if traj.times is not None else np.full(len(traj.values), np.nan))
             names.append(traj.name)
-            labels.append(SimpleNamespace(labels=dict(traj.labels)))   # (what _label_columns reads)
+            labels.append(dict(traj.labels))
             offset += len(traj.values)
         self._data = np.concatenate(values)
         self._times = np.concatenate(times).astype(np.float64)
