@@ -42,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,26 +116,31 @@ def make_sources(work: Path) -> dict:
     return {"adk": (PSF, *xtc_frames(adk)), "yiip": (GRO_MEMPROT, *xtc_frames(Path(XTC_MEMPROT)))}
 
 
+def made_once(folder: Path, header: str, rows: Callable[[Path], Iterator[str]]) -> Path:
+    """``folder``'s catalog, made once (the benchmarks' one builder of trajectories): ``header``, then the row of
+    each trajectory ``rows(folder)`` writes there."""
+    catalog = folder / "catalog.csv"
+    if not catalog.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        catalog.write_text("\n".join([header, *rows(folder)]) + "\n")
+    return catalog
+
+
 def make_ensemble(work: Path, n: int, sources: dict) -> Path:
     """``n`` pieces and their catalog in ``work/N<n>`` (made once)."""
-    folder = work / f"N{n}"
-    catalog = folder / "catalog.csv"
-    if catalog.exists():
-        return catalog
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(n)
-    lines = ["name,topology,trajectory,system,replica"]
-    for k in range(n):
-        system = "yiip" if k % 10 == 9 else "adk"
-        top, data, offsets = sources[system]
-        total = len(offsets) - 1
-        length = int(rng.integers(2, 6)) if system == "yiip" else int(rng.integers(5, 31))
-        length = min(length, total)
-        a = int(rng.integers(0, total - length + 1))
-        (folder / f"t{k:05d}.xtc").write_bytes(data[offsets[a]:offsets[a + length]])
-        lines.append(f"t{k:05d},{top},{folder / f't{k:05d}.xtc'},{system},{k}")
-    catalog.write_text("\n".join(lines) + "\n")
-    return catalog
+    def rows(folder: Path) -> Iterator[str]:
+        rng = np.random.default_rng(n)
+        for k in range(n):
+            system = "yiip" if k % 10 == 9 else "adk"
+            top, data, offsets = sources[system]
+            total = len(offsets) - 1
+            length = int(rng.integers(2, 6)) if system == "yiip" else int(rng.integers(5, 31))
+            length = min(length, total)
+            a = int(rng.integers(0, total - length + 1))
+            (folder / f"t{k:05d}.xtc").write_bytes(data[offsets[a]:offsets[a + length]])
+            yield f"t{k:05d},{top},{folder / f't{k:05d}.xtc'},{system},{k}"
+
+    return made_once(work / f"N{n}", "name,topology,trajectory,system,replica", rows)
 
 
 def make_tiny(work: Path, n: int) -> Path:

@@ -29,13 +29,14 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (peak_rss), beside the benchmarks
-from ensemble import env_for, finish, load_average, make_tiny  # noqa: E402
+from ensemble import env_for, finish, load_average, made_once, make_tiny  # noqa: E402
 
 SIZES = {"small": ((20, 80), (2, 4), 10), "full": ((1000, 10000), (20, 200), 200)}
 LONG = 65536
@@ -111,33 +112,28 @@ def named_peak(work: Path, catalog: Path, ext: str, long: int) -> float:
 
 def make_wide(work: Path, n: int, frames: int) -> Path:
     """``n`` members of an 81-atom system (one residue an atom), ``frames`` frames each, and their catalog."""
-    import warnings
+    def rows(folder: Path) -> Iterator[str]:
+        import warnings
 
-    import MDAnalysis as mda
+        import MDAnalysis as mda
 
-    folder = work / f"wide{n}x{frames}"
-    catalog = folder / "catalog.csv"
-    if catalog.exists():
-        return catalog
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "top.pdb").write_text("".join(
-        f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}    {i % 9 * 3.8:8.3f}{i // 9 * 3.8:8.3f}{0:8.3f}  1.00  0.00"
-        "           C\n" for i in range(81)) + "END\n")
-    rng = np.random.default_rng(n)
-    start = np.array([[i % 9 * 3.8, i // 9 * 3.8, 0.0] for i in range(81)], np.float32)
-    lines = ["name,topology,trajectory"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        u = mda.Universe(str(folder / "top.pdb"))
-        for k in range(n):
-            walk = start + np.cumsum(rng.normal(0, 0.3, (frames, 81, 3)), axis=0).astype(np.float32)
-            with mda.Writer(str(folder / f"w{k:04d}.xtc"), 81) as w:
-                for x in walk:
-                    u.atoms.positions = x
-                    w.write(u.atoms)
-            lines.append(f"w{k:04d},top.pdb,w{k:04d}.xtc")
-    catalog.write_text("\n".join(lines) + "\n")
-    return catalog
+        (folder / "top.pdb").write_text("".join(
+            f"ATOM  {i + 1:5d}  CA  ALA A{i + 1:4d}    {i % 9 * 3.8:8.3f}{i // 9 * 3.8:8.3f}{0:8.3f}  1.00  0.00"
+            "           C\n" for i in range(81)) + "END\n")
+        rng = np.random.default_rng(n)
+        start = np.array([[i % 9 * 3.8, i // 9 * 3.8, 0.0] for i in range(81)], np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            u = mda.Universe(str(folder / "top.pdb"))
+            for k in range(n):
+                walk = start + np.cumsum(rng.normal(0, 0.3, (frames, 81, 3)), axis=0).astype(np.float32)
+                with mda.Writer(str(folder / f"w{k:04d}.xtc"), 81) as w:
+                    for x in walk:
+                        u.atoms.positions = x
+                        w.write(u.atoms)
+                yield f"w{k:04d},top.pdb,w{k:04d}.xtc"
+
+    return made_once(work / f"wide{n}x{frames}", "name,topology,trajectory", rows)
 
 
 def mark(ok: bool) -> str:
