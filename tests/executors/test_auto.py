@@ -105,20 +105,16 @@ def test_fork_asked_for_where_it_is_unsafe_is_refused_in_one_line(monkeypatch):
         t.join()
 
 
+@pytest.mark.fork
 def test_a_queues_feeder_thread_does_not_flip_fork_to_forkserver(monkeypatch):
     """A finished PyTorch loader epoch leaves its queues' feeder threads behind for a while.  They hold
     only their queue's locks, which the queue replaces in a forked child, so they are no reason to stop
     forking: counting them flipped the next epoch to forkserver, whose workers re-ran the top level of a
-    script without a main guard (and failed on the files it had just written)."""
+    script without a main guard (and failed on the files it had just written). (Marked ``fork``: it runs
+    where this process would fork by default, alone in a fresh one otherwise, whichever worker got it.)"""
     import threading
 
     monkeypatch.delenv("TRAJSCALE_START_METHOD", raising=False)
-    for _ in range(200):   # threads an earlier test left (a feeder among them) may still be ending
-        if threading.active_count() == 1:
-            break
-        threading.Event().wait(0.01)
-    if threading.active_count() > 1:
-        pytest.skip(f"threads an earlier test left still run: {[t.name for t in threading.enumerate()]}")
     q = mp.get_context("fork").Queue()
     q.put(1)   # starts the queue's feeder thread, which stays until the queue is closed
     try:
