@@ -236,3 +236,18 @@ def test_a_features_run_imports_no_kernel_it_does_not_use(tmp_path):
     got = _fresh(code)
     assert got["shape"] == [3, 212, 4]
     assert "trajscale.kernels.superpose" not in got["loaded"] and "trajscale.kernels.geometry" in got["loaded"]
+
+
+def test_an_xtc_ensemble_run_imports_no_hdf5(tmp_path):
+    """``ts.run`` over a catalog of XTC members imports neither h5py nor H5MD's reader: the HDF5 library is the
+    NetCDF output's and the HDF5 formats' alone (a fifth of a short features run's start)."""
+    from MDAnalysisTests.datafiles import GRO, XTC
+
+    catalog = tmp_path / "members.csv"
+    catalog.write_text(f"name,topology,trajectory\na,{GRO},{XTC}\nb,{GRO},{XTC}\n")
+    code = ("import json, sys\nimport trajscale as ts\n"
+            f"r = ts.run(ts.Ramachandran(sincos=True), {str(catalog)!r}, executor='serial')\n"
+            "print(json.dumps({'shapes': [a.shape for a in r.arrays()], 'loaded': sorted(m for m in sys.modules "
+            "if m.startswith(('h5py', 'trajscale.h5md.source', 'trajscale.hdf5')))}))")
+    got = _fresh(code)
+    assert [s[0] for s in got["shapes"]] == [10, 10] and got["loaded"] == []

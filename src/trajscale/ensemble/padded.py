@@ -13,7 +13,6 @@ import itertools
 import math
 from collections.abc import Callable
 
-import h5py
 import numpy as np
 
 from ..errors import ConfigError
@@ -135,6 +134,7 @@ def write_netcdf(result, tmp) -> None:
     """``result``'s dataset as NetCDF-4 (h5netcdf), :data:`BATCH_BYTES` of trajectories at a time."""
     try:
         import h5netcdf
+        import h5py
     except ImportError:
         raise ConfigError("an ensemble's .nc needs h5netcdf: pip install 'trajscale[ensemble]'") from None
     layout = Padded(result.analysis)
