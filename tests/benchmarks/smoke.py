@@ -81,12 +81,13 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                      *(rf"^{re.escape(row)}\s+({NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+>= {target}\s+(met|MISSED)\s+"
                        rf"{NUM}x\s+{NUM}|skipped: MDTraj is not installed.*)$"
                        for row, target in (("phi/psi XTC: serial vs MDTraj loop", 3),
-                                           ("phi/psi mdCATH: serial vs MDTraj + h5py", 5))),
+                                           ("phi/psi mdCATH: serial vs MDTraj + h5py", 5),
+                                           ("distances XTC: serial vs MDTraj loop", 3))),
                      *(rf"^{re.escape(row)}\s+{NUM}\s+{NUM}\s+{NUM}x\s+{NUM}-{NUM}\s+>= {target}\s+(met|MISSED)\s+"
                        rf"{NUM}x\s+{NUM}$"
                        for row, target in (("phi/psi XTC: serial vs MDAnalysis loop", 20),
-                                           ("phi/psi XTC: processes(2) vs serial", 1),
-                                           ("phi/psi mdCATH: processes(2) vs serial", 1),
+                                           ("phi/psi XTC: processes(2) vs serial", 1.3),
+                                           ("phi/psi mdCATH: processes(2) vs serial", 1.3),
                                            ("lagged epoch (lag 2): vs h5py per sample", 5))),
                      rf"^ramachandran\s+{NUM}\s+(met|MISSED)\s+{NUM}\s+(met|MISSED)\s+n/a$",
                      r"^ members\s+streamed MB\s+in memory MB\s+max \|cov diff\| / max \|cov\|$",
@@ -226,7 +227,8 @@ JSON_ROWS = {
     "features.py": lambda d: [r["row"] for r in d["rows"]] == [
         "phi/psi XTC: serial vs MDTraj loop", "phi/psi XTC: serial vs MDAnalysis loop",
         "phi/psi XTC: processes(2) vs serial", "phi/psi mdCATH: serial vs MDTraj + h5py",
-        "phi/psi mdCATH: processes(2) vs serial", "lagged epoch (lag 2): vs h5py per sample"]
+        "phi/psi mdCATH: processes(2) vs serial", "distances XTC: serial vs MDTraj loop",
+        "lagged epoch (lag 2): vs h5py per sample"]
     and all((r["status"] == "measured" and r["max_diff"] <= 1e-3 and r["pairs"] == 1
              and min(r["trajscale_s"], r["other_s"]) > 0)
             or ("MDTraj" in r["row"] and r["status"].startswith("skipped")) for r in d["rows"])
