@@ -90,6 +90,24 @@ def test_same_bits_however_cut(replicas):
         assert np.array_equal(a[name].rmsd, b[name].rmsd)
 
 
+def test_serial_rounds_are_prepared_in_turn(replicas):
+    """On the serial executor a round is prepared when it is taken, not by a thread beside the one worker that
+    runs the round before (which would only share its CPU); threads prepare ahead; the bits are the same."""
+    import threading
+
+    started: list[str] = []
+    threading.setprofile(lambda *_: started.append(threading.current_thread().name))
+    try:
+        a = ts.run(ts.RMSD(select=SEL), replicas["catalog"], executor="serial", round_size=2)
+        in_turn = set(started)
+        b = ts.run(ts.RMSD(select=SEL), replicas["catalog"], executor="threads", n_workers=2, round_size=2)
+    finally:
+        threading.setprofile(None)
+    assert not {n for n in in_turn if n.startswith("ensemble-prepare")}, in_turn
+    assert {n for n in started if n.startswith("ensemble-prepare")}
+    assert a.names == b.names and all(np.array_equal(a[n].rmsd, b[n].rmsd) for n in a.names)
+
+
 def test_short_trajectories_prepared_by_their_workers(replicas, mda_references, tmp_path, monkeypatch):
     """Trajectories short enough that a task holds several are prepared by the worker whose task reads
     them (the root only sizes them, and prepares the first to learn what preparing imports); a long one,

@@ -72,6 +72,7 @@ class EnsembleRounds(Rounds):
         self._first: list[MemberJob] | None = None   # the first round, prepared with the job
         self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
         self._preparer = None   # the thread that prepares it
+        self._in_turn = False   # (one worker, in this process: a round prepared ahead would only share its CPU)
         self._offset = 0   # where the next member's frames begin on the axis
         self._topologies = SharedTopologies(options.storage_options)
         self._todo = array("q")   # the members to run, by index (numbers: a member is made when its round is)
@@ -136,6 +137,7 @@ class EnsembleRounds(Rounds):
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
         one, workers = _workers_of(self.options)
+        self._in_turn = one
         self._n_tasks = self.options.n_tasks or (1 if one else workers * (self.options.tasks_per_worker
                                                                           or self.tasks_per_worker))
         self._rounds = rounds_of(sizes, workers, self.round_size)
@@ -203,8 +205,9 @@ class EnsembleRounds(Rounds):
         return self._next_jobs()
 
     def _prepare_ahead(self):
-        """The next round prepared in a thread while the workers run this one; None when none is left."""
-        if self._next >= len(self._rounds):
+        """The next round prepared in a thread while the workers run this one; None when none is left, or when
+        the one worker is this process (the next round is prepared when it is taken)."""
+        if self._next >= len(self._rounds) or self._in_turn:
             return None
         if self._preparer is None:
             from concurrent.futures import ThreadPoolExecutor
