@@ -17,7 +17,6 @@ from ..analysis.base import Prepared
 from ..analysis.results import FeatureLabels
 from ..errors import ConfigError, OutputError
 from .catalog import Member
-from .padded import Padded, label_array, write_netcdf
 from .prepare import Refusal
 from .saved import AGGREGATES, MemberRecord, ResultsFolder
 from .table import Coded, batches, frame_columns, label_dtype, pyarrow, record_batches, write_csv, write_parquet
@@ -200,6 +199,8 @@ class EnsembleResult:
         memory; ``save("x.nc")`` writes it a batch of trajectories at a time."""
         import xarray as xr
 
+        from .padded import Padded, label_array
+
         results = [r for _, r in self.items()]
         members = self.members
         coords = {"trajectory": np.array([m.name for m in members], dtype=str)}
@@ -266,6 +267,7 @@ class EnsembleResult:
                                     f"{', '.join(offered)} (the extension decides); "
                                     f"{ext or 'no extension'} is none of them")
         from ..util import save_output
+        from .padded import write_netcdf
 
         write = {".parquet": write_parquet, ".csv": write_csv}.get(ext, write_netcdf)
         save_output(path, lambda tmp: write(self, tmp))

@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 import time
-import uuid
 from array import array
 
 from ..analysis.base import Prepared
@@ -61,7 +60,7 @@ class EnsembleRounds(Rounds):
         super().__init__(ensemble.origin or "the ensemble", None, options)
         self.ensemble, self.group, self.folder = ensemble, group, folder
         self.strict, self.max_open, self.round_size = strict, max_open, round_size
-        self.token = uuid.uuid4().hex
+        self.token = os.urandom(16).hex()
         self.refused: list[Refusal] = []
         self.records: dict[int, MemberRecord] = {}   # finished members' results, without a folder
         self.costs = MemberCosts()   # the finished members' costs, folded together (none kept one by one)

@@ -30,7 +30,6 @@ import io
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -136,6 +135,8 @@ class ResultsFolder:
             if not overwrite:
                 raise OutputError(self.path, "holds an ensemble run's results: --resume to go on with it, "
                                              "--overwrite to start again")
+            import shutil
+
             shutil.rmtree(self.members, ignore_errors=True)
             for f in (MANIFEST, REFUSED):
                 (self.path / f).unlink(missing_ok=True)

@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +158,8 @@ class NodeCache:
 
     def _make_room(self, size: int, keep: Path) -> bool:
         """Evict unused entries, oldest use first, until ``size`` bytes fit."""
+
+        import shutil
 
         def fits() -> bool:
             free = shutil.disk_usage(self.directory).free - HEADROOM_BYTES
