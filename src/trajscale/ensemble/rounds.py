@@ -71,7 +71,6 @@ class EnsembleRounds(Rounds):
         self._first: list[MemberJob] | None = None   # the first round, prepared with the job
         self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
         self._preparer = None   # the thread that prepares it
-        self._in_turn = False   # (one worker, in this process: a round prepared ahead would only share its CPU)
         self._offset = 0   # where the next member's frames begin on the axis
         self._topologies = SharedTopologies(options.storage_options)
         self._todo = array("q")   # the members to run, by index (numbers: a member is made when its round is)
@@ -136,7 +135,6 @@ class EnsembleRounds(Rounds):
             log.info("%d of %d trajectories were saved by the run before: skipped", len(self.skipped),
                      len(self.ensemble))
         one, workers = _workers_of(self.options)
-        self._in_turn = one
         self._n_tasks = self.options.n_tasks or (1 if one else workers * (self.options.tasks_per_worker
                                                                           or self.tasks_per_worker))
         self._rounds = rounds_of(sizes, workers, self.round_size)
@@ -194,25 +192,22 @@ class EnsembleRounds(Rounds):
         return {i for i, m in members if 0 < sizes[i] <= share and sizes[i] <= whole}
 
     def _take_next(self) -> list[MemberJob] | None:
-        """The next round's members: prepared with the job, or while the round before ran, or now."""
+        """The next round's members (prepared with the job, or while the round before ran, or now); the round
+        after is prepared in a thread while the workers run this one, unless the one worker is this process."""
         if self._first is not None:
             jobs, self._first = self._first, None
-            return jobs
-        if self._ahead is not None:
+        elif self._ahead is not None:
             ahead, self._ahead = self._ahead, None
-            return ahead.result()   # (its refusal under strict, or its error, is raised here)
-        return self._next_jobs()
+            jobs = ahead.result()   # (its refusal under strict, or its error, is raised here)
+        else:
+            jobs = self._next_jobs()
+        if jobs and self._next < len(self._rounds) and not _workers_of(self.options)[0]:   # (one: this process)
+            if self._preparer is None:
+                from concurrent.futures import ThreadPoolExecutor
 
-    def _prepare_ahead(self):
-        """The next round prepared in a thread while the workers run this one; None when none is left, or when
-        the one worker is this process (the next round is prepared when it is taken)."""
-        if self._next >= len(self._rounds) or self._in_turn:
-            return None
-        if self._preparer is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._preparer = ThreadPoolExecutor(1, thread_name_prefix="ensemble-prepare")
-        return self._preparer.submit(self._next_jobs)
+                self._preparer = ThreadPoolExecutor(1, thread_name_prefix="ensemble-prepare")
+            self._ahead = self._preparer.submit(self._next_jobs)
+        return jobs
 
     def close(self) -> None:
         """The thread preparing ahead is waited for (a round's preparation) and stopped."""
@@ -239,7 +234,6 @@ class EnsembleRounds(Rounds):
         jobs = self._take_next()
         if not jobs:
             return Round(job, None, "complete")
-        self._ahead = self._prepare_ahead()
         source = self._source(jobs, f"{self.token}/{self._next}")
         state = EnsembleState({j.index: j.prepared for j in jobs if j.prepared is not None},
                               {j.index: j.read.path for j in jobs})
