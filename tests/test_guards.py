@@ -531,3 +531,221 @@ def test_the_rules_pass_their_homes_and_lookalikes(tmp_path):
         "analysis/__init__.py": "BUILTIN = {\"rmsd\": (\"RMSD\", \".rmsd\")}",
     })
     assert not hits, "\n".join(map(str, hits))
+
+
+
+# -- Locations passed down, not remade ---------------------------------------------------------------------------
+#
+# A function takes a location when its first parameter is annotated with Location (or, as before, takes a path and
+# its ``storage_options`` beside it: a location in two pieces; in storage/, a path and its ``options``). A call of
+# one outside storage/ passes a Location when its location argument is one its caller holds: a parameter annotated
+# ``Location`` (or a list of them), a name bound to one, an attribute its class set to one, what a function
+# annotated to return one returns, one derived from another (``.beside(...)``, ``.absolute()``, ``.at(...)``), or
+# one made from a user's text where it enters (:data:`BOUNDARIES`); and passes no ``storage_options`` beside it.
+# ``Location(...)`` made anywhere else is counted too, as a call that does not (a location remade from its text).
+
+#: Where a user's path or URL (or a task's config) enters and its Location is made: (module, qualified name
+#: prefix; "" for every function of the module).
+BOUNDARIES = (("cli/", ""), ("run.py", "run"), ("sources/__init__.py", "open_source"),
+              ("ensemble/catalog.py", "Ensemble."), ("arrays/backend.py", "open_dataset"), ("ml/", "__init__"),
+              ("mda/reader.py", "Reader.__init__"), ("h5md/source.py", "H5MDSource.__init__"),
+              ("xdr/source.py", "XDRSource.__init__"), ("mdcath/source.py", "MDCATHSource.__init__"),
+              ("sources/segments.py", "SegmentedSource.__init__"),
+              ("sources/segments.py", "SegmentedSource.from_parts"),
+              ("mdcath/layout.py", "members"), ("mdcath/layout.py", "pdb_text"), ("mdcath/layout.py", "universe"))
+#: The share of those calls that must pass a Location.
+LOCATION_FLOOR = 0.27
+_DERIVED = frozenset({"beside", "absolute", "at"})
+
+
+@dataclass(frozen=True)
+class LocationCall:
+    rel: str
+    line: int
+    text: str
+    passes: bool
+
+    def __str__(self) -> str:
+        return f"{self.rel}:{self.line}: {'passes' if self.passes else 'does not pass'} a Location: {self.text}"
+
+
+def _a_location(annotation: ast.AST | None) -> bool:
+    """Whether ``annotation`` is a Location, an optional one, or a list or tuple of them."""
+    text = "" if annotation is None else ast.unparse(annotation).removesuffix(" | None")
+    return text in ("Location", "list[Location]", "tuple[Location, ...]")
+
+
+def _location_parameter(fn: ast.FunctionDef, method: bool, in_storage: bool) -> str | None:
+    """The name of the parameter by which ``fn`` takes a location, or None when it takes none."""
+    ps = [*fn.args.posonlyargs, *fn.args.args]
+    ps = ps[1:] if method and ps and ps[0].arg in ("self", "cls") else ps
+    if not ps:
+        return None
+    names = {p.arg for p in [*ps, *fn.args.kwonlyargs]}
+    annotation = ast.unparse(ps[0].annotation) if ps[0].annotation is not None else ""
+    if "Location" in annotation or "storage_options" in names or (in_storage and "options" in names
+                                                                  and "str" in annotation):
+        return ps[0].arg
+    return None
+
+
+@dataclass
+class _Scope:
+    """What one function holds: the module, its class, the names bound to Locations, whether it is a boundary."""
+
+    mod: Module
+    cls: str
+    defined: set[str]
+    returns: set[tuple[str, str]]
+    attrs: set[str]
+    held: set[str]
+    boundary: bool
+
+
+def _callee(func: ast.AST, at: _Scope) -> tuple[str, str] | None:
+    """(module, qualified name) that ``func`` names, as far as the module's imports tell; None when unknown."""
+    mod = at.mod
+    if isinstance(func, ast.Name):
+        if func.id in at.defined:
+            return mod.name, func.id
+        return mod.imported.get(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        base = func.value.id
+        if base in ("self", "cls") and at.cls:
+            return mod.name, f"{at.cls}.{func.attr}"
+        if base in at.defined:
+            return mod.name, f"{base}.{func.attr}"
+        if base in mod.imported:
+            source, name = mod.imported[base]
+            return (f"{source}.{name}", func.attr) if name[:1].islower() else (source, f"{name}.{func.attr}")
+        if base in mod.modules:
+            return mod.modules[base], func.attr
+    return None
+
+
+def _found(key: tuple[str, str] | None, table: dict | set):
+    """``key`` in ``table``, or the one entry of its name in the package ``key`` names (a re-export); else None."""
+    if key is None:
+        return None
+    if key in table:
+        return table[key] if isinstance(table, dict) else key
+    inside = [k for k in table if k[1] == key[1] and k[0].startswith(key[0] + ".")]
+    return (table[inside[0]] if isinstance(table, dict) else inside[0]) if len(inside) == 1 else None
+
+
+def _is_location(node: ast.AST, at: _Scope) -> bool:
+    """Whether ``node`` is a Location its function holds (see the section's head)."""
+    if isinstance(node, ast.Name):
+        return node.id in at.held
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in at.attrs
+    if isinstance(node, ast.Subscript):   # (one of a list of them)
+        return _is_location(node.value, at)
+    if isinstance(node, ast.ListComp | ast.GeneratorExp):
+        return _is_location(node.elt, at)
+    if isinstance(node, ast.List | ast.Tuple):
+        return bool(node.elts) and all(_is_location(e, at) for e in node.elts)
+    if isinstance(node, ast.IfExp):   # (one, or None)
+        return all(_is_location(e, at) or isinstance(e, ast.Constant) and e.value is None
+                   for e in (node.body, node.orelse))
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _DERIVED:
+            return _is_location(f.value, at)
+        made = isinstance(f, ast.Name) and f.id == "Location" or isinstance(f, ast.Attribute) and f.attr in (
+            "of", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location"
+        return made and at.boundary or _found(_callee(f, at), at.returns) is not None
+    return False
+
+
+def _bind(fn: ast.FunctionDef, at: _Scope) -> None:
+    """Add to ``at.held`` the names ``fn`` binds to Locations (assigned, or a loop's over Locations)."""
+    for _ in range(2):   # (a name bound from another bound later in the text)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if _is_location(node.value, at) or isinstance(node, ast.AnnAssign) and _a_location(node.annotation):
+                    at.held |= {t.id for t in targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.For | ast.comprehension):
+                for target, over in _looped(node.target, node.iter):
+                    if isinstance(target, ast.Name) and _is_location(over, at):
+                        at.held.add(target.id)
+
+
+def _looped(target: ast.AST, over: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """(name, what it runs over) of a loop's target: over a sequence, ``zip(...)`` or ``enumerate(...)``."""
+    if isinstance(target, ast.Tuple) and isinstance(over, ast.Call) and isinstance(over.func, ast.Name):
+        if over.func.id == "zip":
+            return list(zip(target.elts, over.args, strict=False))
+        if over.func.id == "enumerate" and len(target.elts) == 2 and over.args:
+            return [(target.elts[1], over.args[0])]
+    return [(target, over)]
+
+
+def location_calls(mods: list[Module]) -> list[LocationCall]:
+    """Every call outside storage/ of a function that takes a location, and whether it passes a Location."""
+    takers, returns, out = {}, set(), []
+    for mod in mods:
+        for node in mod.tree.body:
+            members = [(node, "", False)] if isinstance(node, ast.FunctionDef) else \
+                [(f, node.name, True) for f in node.body if isinstance(f, ast.FunctionDef)] \
+                if isinstance(node, ast.ClassDef) else []
+            for fn, cls, method in members:
+                qual = cls if fn.name == "__init__" else f"{cls}.{fn.name}".lstrip(".")
+                param = _location_parameter(fn, method, mod.rel.startswith("storage/"))
+                if param is not None:
+                    takers[(mod.name, qual)] = param
+                if _a_location(fn.returns):
+                    returns.add((mod.name, qual))
+    for mod in mods:
+        if mod.rel.startswith("storage/"):
+            continue
+        defined = {n.name for n in mod.tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        classes = [("", [n for n in mod.tree.body if isinstance(n, ast.FunctionDef)])] + \
+            [(c.name, [f for f in c.body if isinstance(f, ast.FunctionDef)]) for c in mod.tree.body
+             if isinstance(c, ast.ClassDef)]
+        for cls, functions in classes:
+            scopes, attrs = [], set()
+            for fn in functions:
+                qual = f"{cls}.{fn.name}".lstrip(".")
+                boundary = any(mod.rel.startswith(r) and (qual.startswith(q) if q.endswith(".") else
+                                                          q in ("", qual, fn.name)) for r, q in BOUNDARIES)
+                params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                held = {p.arg for p in params if _a_location(p.annotation)}
+                scopes.append((fn, _Scope(mod, cls, defined, returns, attrs, held, boundary)))
+            for _ in range(2):   # (an attribute set in one method, read in another)
+                for fn, at in scopes:
+                    _bind(fn, at)
+                    for node in ast.walk(fn):
+                        if isinstance(node, ast.Assign) and _is_location(node.value, at):
+                            attrs |= {t.attr for t in node.targets if isinstance(t, ast.Attribute)
+                                      and isinstance(t.value, ast.Name) and t.value.id == "self"}
+            for fn, at in scopes:
+                for node in ast.walk(fn):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    text, f = ast.unparse(node), node.func
+                    if isinstance(f, ast.Name) and f.id == "Location" or isinstance(f, ast.Attribute) and f.attr in (
+                            "of", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location":
+                        # made here: at a boundary, or given as it is
+                        passes = at.boundary or bool(node.args) and _is_location(node.args[0], at)
+                        out.append(LocationCall(mod.rel, node.lineno, text, passes))
+                        continue
+                    param = _found(_callee(node.func, at), takers)
+                    if param is None:
+                        continue
+                    arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == param),
+                                                               None)
+                    passes = arg is not None and _is_location(arg, at) and \
+                        not any(k.arg == "storage_options" for k in node.keywords)
+                    out.append(LocationCall(mod.rel, node.lineno, text, passes))
+    return sorted(set(out), key=lambda c: (c.rel, c.line, c.text))
+
+
+def test_calls_pass_a_location(capsys):
+    calls = location_calls(read_tree(PKG))
+    passing = sum(c.passes for c in calls)
+    with capsys.disabled():
+        print(f"\n{passing} of {len(calls)} calls of location-taking functions outside storage/ pass a Location "
+              f"({passing / len(calls):.0%})")
+    assert passing >= LOCATION_FLOOR * len(calls), "\n".join(str(c) for c in calls if not c.passes)

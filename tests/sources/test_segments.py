@@ -120,7 +120,7 @@ def test_an_index_is_the_file_given_whatever_its_name(xtc_parts, tmp_path):
     frames = mda.Universe(D.GRO, D.XTC).trajectory.n_frames
     with SegmentedSource(str(other)) as src:
         assert src.n_frames == frames
-    assert index_path(other) == str(other) and index_path(tmp_path / "none") is None
+    assert index_path(other).where == str(other) and index_path(tmp_path / "none") is None
 
 
 def test_bad_parts_are_one_clear_error(xtc_parts, adk_vacuum_h5md, tmp_path):

@@ -27,6 +27,7 @@ from ..hdf5.hdf5 import ensure_filters
 from ..hdf5.runs import plan_atom_reads
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
 from ..storage.bytestore import ByteStore
+from ..storage.location import Location
 from ..util import HDF5_MAGIC
 from .codecs import deltas_of
 from .layout import reader_chunk_cache
@@ -142,18 +143,19 @@ class H5MDSource(Source):
     #: HDF5's file lock on open: None keeps HDF5's default; False reads a file a writer holds open.
     file_locking: bool | None = None
 
-    def __init__(self, path: str, group: str | None = None, driver: str | None = None,
+    def __init__(self, path: str | Location, group: str | None = None, driver: str | None = None,
                  comm=None, collective: bool = False, assume_units: str | None = None,
                  store: ByteStore | None = None, **shipped) -> None:
         unknown = set(shipped) - set(SHIPPED)
         if unknown:
             raise TypeError(f"H5MDSource got unexpected arguments {', '.join(sorted(unknown))}")
-        self._path = str(path)
+        # (a config's options are the preparing process's store's)
+        where = Location.of(path, shipped.pop("storage_options", None))
+        self._path = where.where
         self._reads: dict[str, ChunkReads] = {}
         self._shipped_index = shipped.get("chunk_index")
-        storage_options = shipped.pop("storage_options", None)   # (the caller's, or the preparing process's)
-        self._h5 = open_file(self._path, FileRequest(driver, comm, self.file_locking, CHUNK_CACHE_BYTES,
-                                                     storage_options, shipped or None, store))
+        self._h5 = open_file(where, FileRequest(driver, comm, self.file_locking, CHUNK_CACHE_BYTES,
+                                                shipped or None, store))
         self.file = self._h5.file
         self._driver = self._h5.driver
         self._collective = bool(collective and self._driver == "mpio")
@@ -203,10 +205,10 @@ class H5MDSource(Source):
             return False
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> H5MDSource:
-        return cls(path, group=request.group, driver=request.driver, comm=request.comm,
+    def open(cls, location: Location, request: OpenRequest) -> H5MDSource:
+        return cls(location, group=request.group, driver=request.driver, comm=request.comm,
                    collective=request.collective, assume_units=request.assume_units, store=request.store,
-                   **{"storage_options": request.storage_options, **(request.shipped or {})})
+                   **(request.shipped or {}))
 
     @classmethod
     def layout_report(cls, path: str, request: OpenRequest) -> dict | None:

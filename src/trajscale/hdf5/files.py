@@ -34,7 +34,6 @@ class FileRequest:
     comm: object = None
     locking: bool | None = None
     rdcc_nbytes: int = 0
-    storage_options: dict | None = None
     shipped: dict | None = None
     #: The file's bytes, opened already by the caller (the format registry's): not opened again.
     store: ByteStore | None = None
@@ -154,13 +153,12 @@ class RemoteFile(OpenedFile):
         super().close()
 
 
-def open_file(path: str, request: FileRequest) -> OpenedFile:
-    """The H5MD file at ``path`` opened for reading (through ``request.store``, else its own); one-line errors."""
+def open_file(location: Location, request: FileRequest) -> OpenedFile:
+    """The H5MD file at ``location`` opened for reading (through ``request.store``, else its own); one-line errors."""
     shipped = request.shipped or {}
     store = request.store
     if store is None:
-        store = Location(path, shipped.get("storage_options", request.storage_options)).store(
-            shipped.get("identity"), shipped.get("round_trip"))
+        store = location.store(shipped.get("identity"), shipped.get("round_trip"))
     try:
         return file_of(store, request)
     except BaseException:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
+from ..storage.location import Location
 from .traits import MDA_PART
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,8 @@ class MDAPartSource(OneFileSource):
         return fmt
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> MDAPartSource:
-        return cls(path, n_atoms=request.n_atoms, format=request.format)
+    def open(cls, location: Location, request: OpenRequest) -> MDAPartSource:
+        return cls(location.where, n_atoms=request.n_atoms, format=request.format)
 
     def _open_reader(self, n_atoms):
         from MDAnalysis.coordinates.core import get_reader_for

@@ -391,10 +391,16 @@ class hdf5_of:
             self.f.close()
 
 
-def members(location: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
+def _file_of(where: Location) -> tuple[Location, str]:
+    """The file ``where`` names (a member's ``#T/R`` left out; its options kept), and its path."""
+    path, _ = split_member(where.where)
+    return where.at(path), path
+
+
+def members(location: str | os.PathLike | Location) -> list[tuple[str, dict]]:
     """``[(member key, {"domain", "temperature", "replica"}), ...]`` of an mdCATH file, in numeric order."""
-    path, _ = split_member(location)
-    with closing(Location(path, storage_options).store()) as store, hdf5_of(store) as f:
+    file, path = _file_of(Location.of(location))
+    with closing(file.store()) as store, hdf5_of(store) as f:
         domain, group = domain_group(f, path)
         return [(k, member_labels(domain, k)) for k in member_keys(group)]
 
@@ -412,17 +418,17 @@ def read_text(f: h5py.File, where: str, name: str = "pdbProteinAtoms") -> str:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes | np.bytes_) else str(raw)
 
 
-def pdb_text(location: str, storage_options: dict | None = None) -> str:
+def pdb_text(location: str | os.PathLike | Location) -> str:
     """The protein's PDB text (``pdbProteinAtoms``) of an mdCATH file: its topology."""
-    path, _ = split_member(location)
-    with closing(Location(path, storage_options).store()) as store, hdf5_of(store) as f:
+    file, path = _file_of(Location.of(location))
+    with closing(file.store()) as store, hdf5_of(store) as f:
         return read_text(f, path)
 
 
-def universe(location: str, storage_options: dict | None = None):
+def universe(location: str | os.PathLike | Location):
     """An MDAnalysis Universe of the file's protein from its ``pdbProteinAtoms`` (every member's atoms, in order)."""
-    path, _ = split_member(location)
-    with closing(Location(path, storage_options).store()) as store:
+    file, path = _file_of(Location.of(location))
+    with closing(file.store()) as store:
         return universe_of(store, path)
 
 

@@ -57,7 +57,7 @@ def ensemble_members(location, base):
 
     where = Location.of(location)
     path, only = split_member(where.where)
-    store = Location(path, where.options).store()
+    store = where.at(path).store()
     try:
         file = kept.file_key(store) if only is None else None
         described = _described(kept.load(file, "members"))
@@ -159,7 +159,7 @@ class MDCATHSource(Source):
     member
         ``"{temperature}/{replica}"`` (None: the one ``path`` names, or the file's only member).
     storage_options
-        For a URL: the object store's options (None: the run's).
+        A config's: the options of the store of the process that described it (a Location brings its own).
     layout
         What the first process found (:class:`MemberLayout` as a dict): HDF5 is not opened, and the file must
         still be the one described.
@@ -169,16 +169,17 @@ class MDCATHSource(Source):
 
     traits = MDCATH
 
-    def __init__(self, path: str, member: str | None = None, storage_options: dict | None = None,
+    def __init__(self, path: str | Location, member: str | None = None, storage_options: dict | None = None,
                  layout: dict | None = None, round_trip: float | None = None, identity: list | None = None) -> None:
-        path, named = split_member(str(path))
+        where = Location.of(path, storage_options)
+        path, named = split_member(where.where)
         self._path = path
         self._reads: dict = {}
         self.bytes_read = 0
         key = member or named
         #: True when this process described the file (else a worker's, opened from the config)
         self._prepares = layout is None
-        self._store = Location(path, storage_options).store(identity, round_trip)
+        self._store = where.at(path).store(identity, round_trip)
         try:
             if layout is None:
                 self._layout = self._describe(key)
@@ -258,8 +259,8 @@ class MDCATHSource(Source):
             return None
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> MDCATHSource:
-        return cls(path, storage_options=request.storage_options)
+    def open(cls, location: Location, request: OpenRequest) -> MDCATHSource:
+        return cls(location)
 
 
     @property

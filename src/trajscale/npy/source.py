@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import InputFileError
 from ..facts import LayoutFacts
 from ..sources.base import OpenRequest, Source, file_head
+from ..storage.location import Location
 from .traits import NPY
 
 #: The first bytes of every ``.npy`` file (NumPy's format specification).
@@ -53,8 +54,8 @@ class NumpySource(Source):
         return "NPY" if head == NPY_MAGIC else None
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> NumpySource:
-        return cls(path, n_atoms=request.n_atoms)
+    def open(cls, location: Location, request: OpenRequest) -> NumpySource:
+        return cls(location.where, n_atoms=request.n_atoms)
 
     @property
     def path(self) -> str:

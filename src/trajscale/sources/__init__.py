@@ -94,19 +94,16 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
                           f"{', '.join(OPEN_FIELDS)}")
     one = isinstance(trajectories, (str, os.PathLike, Location))
     where = [Location.of(t, storage_options) for t in ([trajectories] if one else trajectories)]
-    options = where[0].options   # (the run's, one for every file of it)
-    if len(where) == 1:   # (said as given: a part's location is made by from_parts, :func:`locate`)
+    if len(where) == 1:   # (said as given: a part's location is made absolute by from_parts)
         from .registry import open_file
 
         # the file's bytes, opened once: the store that tells the format is the one the Source reads
-        return open_file(where[0].where, OpenRequest(topology=None if topology is None else str(topology),
-                                                     store=_bytes_of(where[0]), storage_options=options,
-                                                     **given))
+        return open_file(where[0], OpenRequest(topology=None if topology is None else str(topology),
+                                               store=_bytes_of(where[0]), **given))
     from .segments import SegmentedSource
 
-    return SegmentedSource.from_parts([w.where for w in where], topology, continuous=continuous,
-                                      strict=given.get("strict"), group=given.get("group"),
-                                      assume_units=given.get("assume_units"), storage_options=options)
+    return SegmentedSource.from_parts(where, topology, continuous=continuous, strict=given.get("strict"),
+                                      group=given.get("group"), assume_units=given.get("assume_units"))
 
 
 def _bytes_of(where: Location):

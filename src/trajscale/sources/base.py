@@ -72,8 +72,6 @@ class OpenRequest:
     shipped: dict | None = None
     #: The file's bytes, opened already by the registry: the Source reads through it and closes it. Never shipped.
     store: object = None
-    #: The storage options of the file's :class:`~trajscale.storage.location.Location` (None: the process's).
-    storage_options: Mapping | None = None
 
 
 class Trait:
@@ -165,8 +163,8 @@ class Source(ABC):
         return cls.guess_format(path) is not None
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> Source:
-        """Open ``path`` as the registry asks (``request.store``, if any, is the file's bytes: read through it)."""
+    def open(cls, location: Location, request: OpenRequest) -> Source:
+        """Open ``location`` as the registry asks (``request.store``, if any, is its bytes: read through it)."""
         raise NotImplementedError(f"{cls.__name__} is not opened from a file by the format registry")
 
     @property

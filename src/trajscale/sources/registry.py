@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import importlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -164,18 +164,18 @@ def _by_mdanalysis(path: str) -> Match | None:
     return Match(owner, fmt)
 
 
-def guess(path: str | Path, storage_options: Mapping | None = None) -> Match:
-    """The Source that reads ``path`` (read with ``storage_options``) and the name of its format.
+def guess(location: str | Path | Location) -> Match:
+    """The Source that reads ``location`` (a path, or a Location with its options) and the name of its format.
 
     Raises
     ------
     InputFileError
         The file is missing, or no Source reads it (one line listing what is supported).
     """
-    path = str(path)
-    store = _store_of(path, storage_options)
+    where = Location.of(location)
+    store = _store_of(where)
     try:
-        return _match(path, store)
+        return _match(where.where, store)
     finally:
         if store is not None:
             store.close()
@@ -195,10 +195,10 @@ def _match(path: str, store: ByteStore | None) -> Match:
     return match
 
 
-def _store_of(path: str, options: Mapping | None = None) -> ByteStore | None:
-    """The store of ``path``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
+def _store_of(location: Location) -> ByteStore | None:
+    """The store of ``location``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
     try:
-        return Location(path, options).store()
+        return location.store()
     except (NoFile, OSError):
         return None
 
@@ -255,33 +255,33 @@ def decoding_of(name: str) -> str | None:
     return for_format(name).decoding_of(name.upper())
 
 
-def open_file(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
+def open_file(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file with the Source the registry picks; the store that tells the format is the one it reads."""
-    return _open(str(path), request, True)
+    return _open(Location.of(location), request, True)
 
 
-def open_part(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> Source:
+def open_part(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file of several: H5MD's options in ``request`` go only to Sources that take them."""
-    return _open(str(path), request, False)
+    return _open(Location.of(location), request, False)
 
 
-def _open(path: str, request: OpenRequest, checked: bool) -> Source:
+def _open(location: Location, request: OpenRequest, checked: bool) -> Source:
     """:func:`open_file` (``checked``: H5MD's options refused where they do not apply) or :func:`open_part`."""
-    match, store = _told(path, request, checked)
+    match, store = _told(location, request, checked)
     if store is not request.store:
         request = dataclasses.replace(request, store=store)
-    return match.source.open(path, request)
+    return match.source.open(location, request)
 
 
-def _told(path: str, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
-    """The Source and format of ``path``, and the store they were told from (closed unless it reads through it)."""
-    store = request.store
+def _told(location: Location, request: OpenRequest, checked: bool) -> tuple[Match, ByteStore | None]:
+    """The Source and format at ``location``, and the store they were told from (closed unless it reads through)."""
+    store, path = request.store, location.where
     try:
         if request.format:
             match = Match(for_format(request.format), request.format.upper())
         else:
             if store is None:
-                store = _store_of(path, request.storage_options)
+                store = _store_of(location)
             match = _match(path, store)
         refused = _refused_options(match.source, request) if checked else None
         if refused:
@@ -311,10 +311,11 @@ def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
     return None
 
 
-def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict:
+def part_record(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> dict:
     """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain."""
-    path = str(path)
-    match, store = _told(path, request, False)
+    where = Location.of(location)
+    path = where.where
+    match, store = _told(where, request, False)
     try:
         if not match.source.supports_parts:
             raise InputFileError(path, f"{match.format} files cannot be parts of a chain; the formats that can: "
@@ -325,9 +326,8 @@ def part_record(path: str | Path, request: OpenRequest = _NOTHING_ASKED) -> dict
         if store is not None:
             store.close()
         raise
-    with match.source.open(path, OpenRequest(format=match.format, strict=request.strict, group=request.group,
-                                             assume_units=request.assume_units, store=store,
-                                             storage_options=request.storage_options)) as src:
+    with match.source.open(where, OpenRequest(format=match.format, strict=request.strict, group=request.group,
+                                              assume_units=request.assume_units, store=store)) as src:
         offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
         return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
                 "offsets": offsets, "damaged": src.damaged}

@@ -29,7 +29,7 @@ from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
 from . import registry
 from .base import OpenRequest, Source, file_head
-from .locations import Location, beside, local_beside, locate
+from .locations import Location, local_beside
 from .opened import OpenSources
 from .traits import SEGMENTS
 
@@ -42,13 +42,14 @@ MAX_OPEN = 64
 MAX_ATOMS = 2**31 - 1
 
 
-def index_path(path: str | os.PathLike | Location, storage_options: Mapping | None = None) -> str | None:
-    """The index file behind ``path`` (the file or object itself, or a folder's ``index.json``); None if neither."""
-    where = Location.of(path, storage_options)
+def index_path(location: str | os.PathLike | Location) -> Location | None:
+    """The index file behind ``location`` (the file or object itself, or a folder's ``index.json``); None if
+    neither."""
+    where = Location.of(location)
     if where.identity is not None:
-        return where.where
+        return where
     inside = where.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
-    return inside[0].where if inside else None
+    return inside[0] if inside else None
 
 
 def with_parts(inputs) -> list:
@@ -68,11 +69,11 @@ def with_parts(inputs) -> list:
     return out
 
 
-def load_index(path: str | os.PathLike, storage_options: Mapping | None = None) -> dict:
+def load_index(location: Location) -> dict:
     """Read and check a segment index (a file, or an object behind a URL); one clear error naming it otherwise."""
-    p = os.fspath(path)
+    p = location.where
     try:   # (an index is small: read whole)
-        index = json.loads(Location(p, storage_options).read().decode("utf-8", errors="replace"))
+        index = json.loads(location.read().decode("utf-8", errors="replace"))
     except (OSError, ValueError) as exc:
         raise InputFileError(p, f"not a readable segment index ({exc})") from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not index.get("segments"):
@@ -149,19 +150,20 @@ class SegmentedSource(Source):
 
     traits = SEGMENTS
 
-    def __init__(self, index: str | os.PathLike | None = None, topology: str | None = None,
+    def __init__(self, index: str | os.PathLike | Location | None = None, topology: str | None = None,
                  max_open: int = MAX_OPEN, group: str | None = None, assume_units: str | None = None,
                  segments: list[dict] | None = None, n_atoms: int | None = None,
                  fields: list[str] | None = None, chunk_frames: int | None = None,
                  storage_options: Mapping | None = None) -> None:
-        #: The options of the index's and its parts' locations (None: the process's), carried to the workers.
-        self._storage_options = dict(storage_options) if storage_options else None
+        #: Where the index is (the first part, for parts joined): its options read every part, here and on workers.
+        self._location = Location.of(index if index is not None else segments[0]["path"] if segments else "",
+                                     storage_options)   # (a config's: the preparing process's)
         if segments is None:   # read the index (in the process preparing the job)
-            ip = None if index is None else index_path(index, storage_options)
+            ip = None if index is None else index_path(self._location)
             if ip is None:
                 raise InputFileError(index, f"not a segment index or a folder with {INDEX_NAME}")
-            loaded = load_index(ip, storage_options)
-            segments = [{**seg, "path": beside(ip, seg["path"])} for seg in loaded["segments"]]
+            loaded = load_index(ip)
+            segments = [{**seg, "path": ip.beside(seg["path"]).where} for seg in loaded["segments"]]
             for seg in segments:   # the offsets `trajscale index` recorded are the parts' offsets index (each
                 seg.pop("remote", None)   # checked when its part opens); what a part behind a URL holds is
                 #                           looked up here, never taken from a file
@@ -171,7 +173,7 @@ class SegmentedSource(Source):
             assume_units = assume_units or loaded.get("assume_units")
             if topology:
                 topology = local_beside(ip, topology)
-            index = str(ip)
+            index = ip.where
         # else: shipped by get_config (absolute paths, offsets scanned): nothing is read here
         self._index_path = None if index is None else str(index)
         self.topology = topology
@@ -202,14 +204,13 @@ class SegmentedSource(Source):
         return "SEGMENTS" if head.lstrip()[:1] == b"{" and f'"{INDEX_FORMAT}"'.encode() in head else None
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> SegmentedSource:
-        return cls(path, request.topology, group=request.group, assume_units=request.assume_units,
-                   storage_options=request.storage_options)
+    def open(cls, location: Location, request: OpenRequest) -> SegmentedSource:
+        return cls(location, request.topology, group=request.group, assume_units=request.assume_units)
 
     @classmethod
-    def from_parts(cls, parts: list[str], topology: str | None = None, max_open: int = MAX_OPEN,
-                   continuous: bool = False, strict: bool | None = None, group: str | None = None,
-                   assume_units: str | None = None, storage_options: Mapping | None = None) -> SegmentedSource:
+    def from_parts(cls, parts: list[str | os.PathLike | Location], topology: str | None = None,
+                   max_open: int = MAX_OPEN, continuous: bool = False, strict: bool | None = None,
+                   group: str | None = None, assume_units: str | None = None) -> SegmentedSource:
         """Parts in formats MDAnalysis reads, in order, as one trajectory (MDAnalysis's ChainReader's job).
 
         Every part is scanned here, once (atom counts must agree), and joined as :func:`~.chain.plan_join`
@@ -218,11 +219,10 @@ class SegmentedSource(Source):
 
         if not parts:
             raise ConfigError("no trajectory parts given")
+        where = [Location.of(p).absolute() for p in parts]
         infos, first = [], None
-        for path in parts:
-            info = registry.part_record(locate(path), OpenRequest(strict=strict, group=group,
-                                                                  assume_units=assume_units,
-                                                                  storage_options=storage_options))
+        for path, part in zip(parts, where, strict=True):
+            info = registry.part_record(part, OpenRequest(strict=strict, group=group, assume_units=assume_units))
             if first is None:
                 first = (path, info["n_atoms"])
             elif info["n_atoms"] != first[1]:
@@ -234,12 +234,12 @@ class SegmentedSource(Source):
 
                 refuse_damaged_part(infos[-1]["path"], infos[-1]["damaged"])
             infos.append(info)
-        opened = (registry.for_format(i["format"]).open(i["path"], OpenRequest(
+        opened = (registry.for_format(i["format"]).open(part, OpenRequest(
             n_atoms=i["n_atoms"], offsets=i["offsets"], format=i["format"], group=group,
-            assume_units=assume_units, storage_options=storage_options)) for i in infos)
+            assume_units=assume_units)) for i, part in zip(infos, where, strict=True))
         segments = joined_segments(infos, opened, continuous)
         return cls(None, topology, max_open, group, assume_units, segments=segments, n_atoms=first[1],
-                   storage_options=storage_options)
+                   storage_options=where[0].options)
 
     @property
     def path(self) -> str:
@@ -280,8 +280,7 @@ class SegmentedSource(Source):
         for i, seg in enumerate(self.segments):
             cls = self._segment_class(i)
             if cls.ships_offsets and not seg.get("offsets"):
-                info = registry.part_record(seg["path"], OpenRequest(format=seg["format"],
-                                                                     storage_options=self._storage_options))
+                info = registry.part_record(self._part(i), OpenRequest(format=seg["format"]))
                 if info["n_frames"] != seg.get("file_frames", seg["n_frames"]):
                     expect = seg.get("file_frames", seg["n_frames"])
                     raise InputFileError(seg["path"], f"has {info['n_frames']} frames; the index "
@@ -292,7 +291,7 @@ class SegmentedSource(Source):
                 **self._h5md_options, "segments": [{k: seg.get(k) for k in _SHIPPED if k in seg}
                                                    for seg in self.segments],
                 "n_atoms": self._n_atoms, "fields": list(self.fields), "chunk_frames": self.chunk_frames,
-                "storage_options": self._storage_options}
+                "storage_options": self._location.options or None}
 
     def _look_up_remote_parts(self) -> None:
         """Each part behind a URL is opened here once and its ``remote_state`` (up to :data:`SHIP_PARTS_BYTES`)
@@ -325,13 +324,13 @@ class SegmentedSource(Source):
 
     def _part(self, i: int) -> Location:
         """Segment ``i``'s location, read with the index's options."""
-        return Location(self.segment_path(i), self._storage_options)
+        return self._location.at(self.segment_path(i))
 
     def _segment_class(self, i: int) -> type[Source]:
         """The Source of segment ``i``'s format (recorded in the segment, else told by the file's bytes)."""
         seg = self.segments[i]
         if seg.get("format") is None:
-            seg["format"] = registry.guess(self.segment_path(i), self._storage_options).format
+            seg["format"] = registry.guess(self._part(i)).format
         return registry.for_format(seg["format"])
 
     def refresh(self) -> None:
@@ -359,9 +358,8 @@ class SegmentedSource(Source):
             raise InputFileError(path, f"segment {i} of {self._index_path or 'the trajectory'} is missing")
         cls = self._segment_class(i)
         # offsets shipped by get_config (None only before it ran, in the preparing process)
-        src = cls.open(path, OpenRequest(n_atoms=self._n_atoms, offsets=seg.get("offsets"), format=seg["format"],
-                                         shipped=shipped, storage_options=self._storage_options,
-                                         **self._h5md_options))
+        src = cls.open(self._part(i), OpenRequest(n_atoms=self._n_atoms, offsets=seg.get("offsets"),
+                                                  format=seg["format"], shipped=shipped, **self._h5md_options))
         expect = seg.get("file_frames", seg["n_frames"])
         if src.n_frames != expect or src.n_atoms != self.n_atoms:
             src.close()

@@ -123,6 +123,10 @@ class Location:
 
         return Location(resolve(self.where, name), self.options)
 
+    def at(self, where: str) -> Location:
+        """Another file named in full (``where``), read with this location's options."""
+        return Location(where, self.options)
+
     @property
     def server(self) -> Server:
         """The server of a URL, with this location's options: its store and its outage clock, one per process

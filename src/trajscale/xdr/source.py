@@ -15,6 +15,7 @@ from ..box import edges_to_dimensions
 from ..errors import InputFileError
 from ..sources.base import OneFileSource, OpenRequest, file_head
 from ..storage.bytestore import ByteStore
+from ..storage.location import Location
 from .offsets import (
     decode_offsets,
     encode_offsets,
@@ -74,7 +75,7 @@ class XDRSource(OneFileSource):
 
     traits = XDR
 
-    def __init__(self, path: str, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
+    def __init__(self, path: str | Location, n_atoms: int | None = None, offsets: str | np.ndarray | None = None,
                  format: str | None = None, strict: bool | None = None, store: ByteStore | None = None,
                  **state) -> None:
         from ..storage.files import as_file
@@ -82,13 +83,11 @@ class XDRSource(OneFileSource):
         unknown = set(state) - set(STORE_STATE)
         if unknown:
             raise TypeError(f"XDRSource got unexpected arguments {', '.join(sorted(unknown))}")
-        self._path = str(path)
+        where = Location.of(path, state.get("storage_options"))   # (a config's: the preparing process's store's)
+        self._path = where.where
         self._view = None
         if store is None:
-            from ..storage.location import Location
-
-            store = Location(self._path, state.get("storage_options")).store(state.get("identity"),
-                                                                            state.get("round_trip"))
+            store = where.store(state.get("identity"), state.get("round_trip"))
         self._store = store
         self._format = (format or xdr_format(self._store.first_bytes(HEAD_BYTES))
                         or self.suffixes.get(Path(self._path).suffix.lower()) or "XTC").upper()
@@ -132,10 +131,9 @@ class XDRSource(OneFileSource):
         return xdr_format(file_head(path, HEAD_BYTES, store))
 
     @classmethod
-    def open(cls, path: str, request: OpenRequest) -> XDRSource:
-        return cls(path, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
-                   strict=request.strict, store=request.store,   # (an object's options and identity)
-                   **{"storage_options": request.storage_options, **(request.shipped or {})})
+    def open(cls, location: Location, request: OpenRequest) -> XDRSource:
+        return cls(location, n_atoms=request.n_atoms, offsets=request.offsets, format=request.format,
+                   strict=request.strict, store=request.store, **(request.shipped or {}))
 
     def remote_state(self) -> dict | None:
         """What another process opens the file's bytes with, without a request (shipped per part); None if local."""
