@@ -47,10 +47,11 @@ _CLI_COMMAND = "the command line a subprocess runs (python -m), not an import"
 #: rule -> {"path: the line as written": why it may}. A line fixed leaves the list.
 ALLOWED: dict[str, dict[str, str]] = {
     "where": {
-        "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not is_local(args.file):": _INSPECT,
-        "cli/inspect.py: if not is_local(args.file):": _INSPECT,
-        "cli/options.py: if isinstance(value, str) and not is_local(value):": _POLICY,
-        "cli/options.py: if is_local(args.output):": "an interrupted output is looked for only in a local folder",
+        "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not is_local(where):": _INSPECT,
+        "cli/inspect.py: if not is_local(where):": _INSPECT,
+        "cli/options.py: if isinstance(value, str) and not is_local(Location(value)):": _POLICY,
+        "cli/options.py: if is_local(Location(args.output)):": "an interrupted output is looked for only in a "
+        "local folder",
         "run.py: remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing "
         "opened yet": _POLICY,
         "convert/options.py: if self.layout.remote:   # (only then: records of earlier runs, without it, still "
@@ -62,9 +63,9 @@ ALLOWED: dict[str, dict[str, str]] = {
         "h5md/layout.py: return {\"meta_block_size\": METADATA_BLOCK_BYTES} if self.remote else {}": _LAYOUT,
         "h5md/layout.py: return f\"chunks={self.chunks} compression={comp}\" + (\" layout=remote\" if self.remote "
         "else \"\")": _LAYOUT,
-        "sources/locations.py: return Location.of(location).local": _LOCATIONS,
-        "sources/locations.py: return str(where.beside(name)) if where.local and not os.path.isabs(name) else name":
-            _LOCATIONS,
+        "sources/locations.py: return location is None or location.local": _LOCATIONS,
+        "sources/locations.py: return str(location.beside(name)) if location.local and not os.path.isabs(name) "
+        "else name": _LOCATIONS,
         "util.py: return scheme_of(path) is not None": _SCHEME_TABLE,
         "util.py: if is_url(path):": _SCHEME_TABLE,
         "util.py: if is_url(os.fspath(path)):": _SCHEME_TABLE,
@@ -507,7 +508,7 @@ def test_each_rule_has_five_planted_spellings():
 
 
 def test_an_allowed_line_is_allowed_in_its_file_only(tmp_path):
-    line = "if is_local(args.output):"
+    line = "if is_local(Location(args.output)):"
     assert f"cli/options.py: {line}" in ALLOWED["where"]
     hits = _planted(tmp_path, {"cli/options.py": f"{line}\n    pass", "cli/run.py": f"{line}\n    pass"})
     assert [h.key for h in hits] == [f"cli/options.py: {line}", f"cli/run.py: {line}"]
@@ -542,19 +543,24 @@ def test_the_rules_pass_their_homes_and_lookalikes(tmp_path):
 # ``Location`` (or a list of them), a name bound to one, an attribute its class set to one, what a function
 # annotated to return one returns, one derived from another (``.beside(...)``, ``.absolute()``, ``.at(...)``), or
 # one made from a user's text where it enters (:data:`BOUNDARIES`); and passes no ``storage_options`` beside it.
-# ``Location(...)`` made anywhere else is counted too, as a call that does not (a location remade from its text).
+# A boundary that hands the user's text to another boundary (``Ensemble.of`` to ``from_glob``) passes it too:
+# the Location is made once, there. ``Location(...)`` made anywhere else is counted as a call that does not pass
+# one (a location remade from its text).
 
 #: Where a user's path or URL (or a task's config) enters and its Location is made: (module, qualified name
 #: prefix; "" for every function of the module).
 BOUNDARIES = (("cli/", ""), ("run.py", "run"), ("sources/__init__.py", "open_source"),
-              ("ensemble/catalog.py", "Ensemble."), ("arrays/backend.py", "open_dataset"), ("ml/", "__init__"),
+              ("sources/__init__.py", "config_location"), ("ensemble/catalog.py", "Ensemble."),
+              ("ensemble/run.py", "run_ensemble"), ("ml/ensemble.py", "_members_of"),
+              ("arrays/backend.py", "open_dataset"), ("arrays/backend.py", "TrajscaleBackendEntrypoint."),
+              ("ml/", "__init__"),
               ("mda/reader.py", "Reader.__init__"), ("h5md/source.py", "H5MDSource.__init__"),
               ("xdr/source.py", "XDRSource.__init__"), ("mdcath/source.py", "MDCATHSource.__init__"),
               ("sources/segments.py", "SegmentedSource.__init__"),
               ("sources/segments.py", "SegmentedSource.from_parts"),
               ("mdcath/layout.py", "members"), ("mdcath/layout.py", "pdb_text"), ("mdcath/layout.py", "universe"))
 #: The share of those calls that must pass a Location.
-LOCATION_FLOOR = 0.27
+LOCATION_FLOOR = 0.62
 _DERIVED = frozenset({"beside", "absolute", "at"})
 
 
@@ -570,9 +576,9 @@ class LocationCall:
 
 
 def _a_location(annotation: ast.AST | None) -> bool:
-    """Whether ``annotation`` is a Location, an optional one, or a list or tuple of them."""
-    text = "" if annotation is None else ast.unparse(annotation).removesuffix(" | None")
-    return text in ("Location", "list[Location]", "tuple[Location, ...]")
+    """Whether ``annotation`` is a Location, an optional one, a list or tuple of them, or one of those."""
+    kinds = set() if annotation is None else set(ast.unparse(annotation).split(" | ")) - {"None"}
+    return bool(kinds) and kinds <= {"Location", "list[Location]", "tuple[Location, ...]"}
 
 
 def _location_parameter(fn: ast.FunctionDef, method: bool, in_storage: bool) -> str | None:
@@ -597,6 +603,7 @@ class _Scope:
     cls: str
     defined: set[str]
     returns: set[tuple[str, str]]
+    takers: dict
     attrs: set[str]
     held: set[str]
     boundary: bool
@@ -654,7 +661,15 @@ def _is_location(node: ast.AST, at: _Scope) -> bool:
             return _is_location(f.value, at)
         made = isinstance(f, ast.Name) and f.id == "Location" or isinstance(f, ast.Attribute) and f.attr in (
             "of", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location"
-        return made and at.boundary or _found(_callee(f, at), at.returns) is not None
+        if made:
+            return at.boundary
+        if isinstance(f, ast.Attribute) and f.attr == "store":   # (its bytes, opened from it)
+            return _is_location(f.value, at)
+        callee = _callee(f, at)
+        taker = _found(callee, at.takers)
+        # what a function said to return one returns; what is opened from one (its bytes) stands for it
+        return _found(callee, at.returns) is not None or taker is not None and node.args[:1] != [] and \
+            _is_location(node.args[0], at)
     return False
 
 
@@ -682,6 +697,12 @@ def _looped(target: ast.AST, over: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
     return [(target, over)]
 
 
+def _at_boundary(rel: str, qual: str) -> bool:
+    name = qual.rpartition(".")[2]
+    return any(rel.startswith(r) and (qual.startswith(q) if q.endswith(".") else q in ("", qual, name))
+               for r, q in BOUNDARIES)
+
+
 def location_calls(mods: list[Module]) -> list[LocationCall]:
     """Every call outside storage/ of a function that takes a location, and whether it passes a Location."""
     takers, returns, out = {}, set(), []
@@ -694,8 +715,9 @@ def location_calls(mods: list[Module]) -> list[LocationCall]:
                 qual = cls if fn.name == "__init__" else f"{cls}.{fn.name}".lstrip(".")
                 param = _location_parameter(fn, method, mod.rel.startswith("storage/"))
                 if param is not None:
-                    takers[(mod.name, qual)] = param
-                if _a_location(fn.returns):
+                    takers[(mod.name, qual)] = (param, _at_boundary(mod.rel, qual if fn.name != "__init__" else
+                                                                    f"{cls}.__init__"))
+                if fn.returns is not None and "Location" in ast.unparse(fn.returns):
                     returns.add((mod.name, qual))
     for mod in mods:
         if mod.rel.startswith("storage/"):
@@ -705,14 +727,15 @@ def location_calls(mods: list[Module]) -> list[LocationCall]:
             [(c.name, [f for f in c.body if isinstance(f, ast.FunctionDef)]) for c in mod.tree.body
              if isinstance(c, ast.ClassDef)]
         for cls, functions in classes:
-            scopes, attrs = [], set()
+            body = next((c.body for c in mod.tree.body if isinstance(c, ast.ClassDef) and c.name == cls), [])
+            scopes, attrs = [], {n.target.id for n in body if isinstance(n, ast.AnnAssign)
+                                 and isinstance(n.target, ast.Name) and _a_location(n.annotation)}
             for fn in functions:
                 qual = f"{cls}.{fn.name}".lstrip(".")
-                boundary = any(mod.rel.startswith(r) and (qual.startswith(q) if q.endswith(".") else
-                                                          q in ("", qual, fn.name)) for r, q in BOUNDARIES)
+                boundary = _at_boundary(mod.rel, qual)
                 params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
                 held = {p.arg for p in params if _a_location(p.annotation)}
-                scopes.append((fn, _Scope(mod, cls, defined, returns, attrs, held, boundary)))
+                scopes.append((fn, _Scope(mod, cls, defined, returns, takers, attrs, held, boundary)))
             for _ in range(2):   # (an attribute set in one method, read in another)
                 for fn, at in scopes:
                     _bind(fn, at)
@@ -731,12 +754,13 @@ def location_calls(mods: list[Module]) -> list[LocationCall]:
                         passes = at.boundary or bool(node.args) and _is_location(node.args[0], at)
                         out.append(LocationCall(mod.rel, node.lineno, text, passes))
                         continue
-                    param = _found(_callee(node.func, at), takers)
-                    if param is None:
+                    taker = _found(_callee(node.func, at), takers)
+                    if taker is None:
                         continue
+                    param, to_boundary = taker
                     arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == param),
                                                                None)
-                    passes = arg is not None and _is_location(arg, at) and \
+                    passes = at.boundary and to_boundary or arg is not None and _is_location(arg, at) and \
                         not any(k.arg == "storage_options" for k in node.keywords)
                     out.append(LocationCall(mod.rel, node.lineno, text, passes))
     return sorted(set(out), key=lambda c: (c.rel, c.line, c.text))

@@ -7,6 +7,7 @@ import MDAnalysis as mda
 
 from trajscale.executors import base
 from trajscale.sources import registry
+from trajscale.storage.location import Location
 from trajscale.xdr.offsets import decode_offsets, encode_offsets
 
 
@@ -16,8 +17,8 @@ def _cached(path: str) -> list:
 
 def test_longer_offsets_replace_the_cached_source(adk_water):
     xtc = adk_water["xtc"]
-    assert registry.guess(xtc).source.ships_offsets
-    full = registry.open_file(xtc).get_config()
+    assert registry.guess(Location(xtc)).source.ships_offsets
+    full = registry.open_file(Location(xtc)).get_config()
     n = mda.Universe(adk_water["gro"], xtc).trajectory.n_frames   # the reference: MDAnalysis's count
     first = dict(full, offsets=encode_offsets(decode_offsets(full["offsets"])[: n // 2]))   # an earlier round
     base.close_cached_sources()

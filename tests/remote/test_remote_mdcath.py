@@ -16,6 +16,7 @@ from tests.sources import test_mdcath as local
 from tests.sources.test_mdcath import MEMBERS, reference_universe
 from trajscale.mdcath.source import MDCATHSource, members
 from trajscale.sources import registry, source_from_config
+from trajscale.storage.location import Location
 from trajscale.testing.mdcath import from_universe
 
 pytestmark = pytest.mark.remote
@@ -53,7 +54,7 @@ class TestMDCATHFromS3(local.TestMDCATHMember):
 
 def test_format_and_members_from_the_url(mdcath_object, s3_env):
     local, url, _ = mdcath_object
-    assert registry.guess(url).format == "MDCATH"
+    assert registry.guess(Location(url)).format == "MDCATH"
     assert members(url) == members(local)
 
 

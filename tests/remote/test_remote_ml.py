@@ -14,10 +14,11 @@ pytestmark = pytest.mark.remote
 
 
 def _first_user(url, options, cache_dir, barrier, queue):
+    from trajscale.storage.location import Location
     from trajscale.storage.nodecache import NodeCache
 
     barrier.wait()
-    entry = NodeCache(cache_dir).open(url, options)
+    entry = NodeCache(cache_dir).open(Location(url, options))
     with open(entry.path, "rb") as fh:
         queue.put((entry.copied, entry.path, fh.read()))
     entry.close()

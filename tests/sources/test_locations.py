@@ -11,7 +11,7 @@ from urllib.parse import urljoin
 import pytest
 
 from trajscale.sources import reader_modules
-from trajscale.sources.locations import Location, beside, identity, local_beside
+from trajscale.sources.locations import Location, local_beside
 
 
 @pytest.mark.parametrize("index, part", [
@@ -21,41 +21,41 @@ from trajscale.sources.locations import Location, beside, identity, local_beside
     ("http://127.0.0.1:18080/a/index.json", "b/c/p.xtc"),
 ])
 def test_a_part_beside_an_index_behind_a_url_is_where_a_browser_would_look(index, part):
-    assert beside(index, part) == urljoin(index, part)
+    assert Location(index).beside(part).where == urljoin(index, part)
 
 
 def test_a_part_beside_an_object_in_a_bucket_stays_in_it():
     # (urljoin knows no s3:, so the same joins are checked on the path as an http URL's)
     for part in ("p.h5md", "../x/p.h5md", "sub/p.xtc"):
         as_http = urljoin("http://bucket/run/v1/index.json", part)
-        assert beside("s3://bucket/run/v1/index.json", part) == as_http.replace("http://", "s3://", 1)
+        assert Location("s3://bucket/run/v1/index.json").beside(part).where == as_http.replace("http://", "s3://", 1)
 
 
 def test_a_part_beside_a_local_index_is_in_its_folder(tmp_path):
     index = str(tmp_path / "run" / "index.json")
-    assert beside(index, "p.h5md") == os.path.join(os.path.dirname(index), "p.h5md")
+    assert Location(index).beside("p.h5md").where == os.path.join(os.path.dirname(index), "p.h5md")
     # an absolute path and a URL are taken as they are, beside a local index and an object alike
     for index in (str(tmp_path / "index.json"), "s3://b/run/index.json"):
-        assert beside(index, "/abs/p.xtc") == "/abs/p.xtc"
-        assert beside(index, "https://h/p.h5md") == "https://h/p.h5md"
+        assert Location(index).beside("/abs/p.xtc").where == "/abs/p.xtc"
+        assert Location(index).beside("https://h/p.h5md").where == "https://h/p.h5md"
 
 
 def test_a_topology_an_index_names_is_a_local_file(tmp_path):
     index = str(tmp_path / "index.json")
-    assert local_beside(index, "top.tpr") == os.path.join(str(tmp_path), "top.tpr")
-    assert local_beside(index, "/abs/top.tpr") == "/abs/top.tpr"
+    assert local_beside(Location(index), "top.tpr") == os.path.join(str(tmp_path), "top.tpr")
+    assert local_beside(Location(index), "/abs/top.tpr") == "/abs/top.tpr"
     # beside an index behind a URL it is the working folder's, as given (topologies are read from disk)
-    assert local_beside("s3://b/run/index.json", "top.tpr") == "top.tpr"
+    assert local_beside(Location("s3://b/run/index.json"), "top.tpr") == "top.tpr"
 
 
 def test_a_local_files_identity_is_its_stat_and_none_when_it_is_gone(tmp_path):
     f = tmp_path / "p.xtc"
     f.write_bytes(b"12345")
     st = os.stat(f)
-    assert identity(f) == (st.st_dev, st.st_ino, 5, st.st_mtime_ns)
-    assert identity(tmp_path) is None   # a folder is no part
+    assert Location(f).identity == (st.st_dev, st.st_ino, 5, st.st_mtime_ns)
+    assert Location(tmp_path).identity is None   # a folder is no part
     f.unlink()
-    assert identity(f) is None
+    assert Location(f).identity is None
 
 
 def test_the_store_says_what_a_worker_preloads():
@@ -87,7 +87,7 @@ def test_a_segment_index_is_told_after_any_white_space(tmp_path, lead):
              "segments": [{"path": "p.xtc", "start": 0, "n_frames": 1}]}
     path = tmp_path / "run.idx"
     path.write_text(lead + json.dumps(index))
-    assert registry.guess(str(path)).format == "SEGMENTS"
+    assert registry.guess(Location(str(path))).format == "SEGMENTS"
 
 
 def test_one_rule_makes_a_path_absolute_wherever_it_enters(tmp_path, monkeypatch):

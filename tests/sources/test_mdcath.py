@@ -24,6 +24,7 @@ from trajscale.errors import InputFileError, TrajscaleError
 from trajscale.h5md.layout import Layout
 from trajscale.mdcath.source import MDCATHSource, members, universe
 from trajscale.sources import registry, source_from_config
+from trajscale.storage.location import Location
 from trajscale.testing import SourceConformance
 from trajscale.testing.mdcath import from_universe
 
@@ -89,7 +90,7 @@ class TestMDCATHByLocation(TestMDCATHMember):
 
     @pytest.fixture
     def make_source(self, mdcath_file):
-        return lambda: registry.open_file(f"{mdcath_file}#320/0")
+        return lambda: registry.open_file(Location(f"{mdcath_file}#320/0"))
 
     @pytest.fixture
     def universe(self, mdcath_file):
@@ -99,9 +100,9 @@ class TestMDCATHByLocation(TestMDCATHMember):
 def test_registry_tells_mdcath_from_h5md(mdcath_file, tmp_path):
     h5md = tmp_path / "adk.h5md"
     convert(D.PSF, [D.DCD], str(h5md), layout=Layout.parse("frame"))
-    assert registry.guess(mdcath_file).format == "MDCATH"
-    assert registry.guess(f"{mdcath_file}#348/1").kind == "mdcath"
-    assert registry.guess(str(h5md)).format == "H5MD"
+    assert registry.guess(Location(mdcath_file)).format == "MDCATH"
+    assert registry.guess(Location(f"{mdcath_file}#348/1")).kind == "mdcath"
+    assert registry.guess(Location(str(h5md))).format == "H5MD"
     assert MDCATHSource.guess_format(str(h5md)) is None and MDCATHSource.guess_format(D.DCD) is None
 
 

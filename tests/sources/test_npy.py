@@ -12,6 +12,7 @@ from MDAnalysisTests import datafiles as D
 from trajscale.errors import InputFileError
 from trajscale.npy.source import NumpySource
 from trajscale.sources import open_source, registry
+from trajscale.storage.location import Location
 from trajscale.testing import SourceConformance
 
 
@@ -68,7 +69,7 @@ class TestNumpyFloat64Parts(SourceConformance):
 def test_the_registry_reads_npy_by_its_magic(tmp_path, stack):
     renamed = tmp_path / "adk.coords"
     renamed.write_bytes(open(stack, "rb").read())
-    assert registry.guess(renamed).source is NumpySource and isinstance(open_source(renamed), NumpySource)
+    assert registry.guess(Location(renamed)).source is NumpySource and isinstance(open_source(renamed), NumpySource)
 
 
 @pytest.mark.parametrize("array", [np.zeros((4, 5)), np.zeros((4, 5, 2), np.float32), np.zeros((2, 3, 3), np.int32)])

@@ -28,6 +28,7 @@ from trajscale.sources import (
     source_from_config,
 )
 from trajscale.sources.base import OpenRequest, Source
+from trajscale.storage.location import Location
 
 
 @pytest.mark.parametrize("original,renamed,cls,fmt", [
@@ -36,7 +37,7 @@ from trajscale.sources.base import OpenRequest, Source
 def test_the_bytes_decide_not_the_name(tmp_path, original, renamed, cls, fmt):
     """A file under a misleading name is still read by its format's Source (and its frames are right)."""
     path = shutil.copyfile(original, tmp_path / renamed)
-    match = registry.guess(path)
+    match = registry.guess(Location(path))
     assert (match.source, match.format) == (cls, fmt)
     with open_source(path) as src, warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -52,7 +53,7 @@ def test_a_segment_index_is_told_by_its_marker(tmp_path):
 
     with SegmentedSource.from_parts(parts) as src:
         write_index(tmp_path / "chain.listing", src.segments, src.n_atoms)
-    assert registry.guess(tmp_path / "chain.listing").source is SegmentedSource
+    assert registry.guess(Location(tmp_path / "chain.listing")).source is SegmentedSource
     (tmp_path / "other.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(InputFileError, match="segment index"):   # a .json that is not one: the index's error
         open_source(tmp_path / "other.json")
@@ -328,7 +329,7 @@ def test_a_source_added_by_entry_point_is_asked_by_every_caller(tmp_path, plugin
     path = tmp_path / "traj.raw"
     with open(path, "wb") as fh:
         fh.write(b"RAWF32\0\0" + np.array([frames.shape[0], frames.shape[1]], "<i4").tobytes() + frames.tobytes())
-    assert registry.guess(path).format == "RAWF32"
+    assert registry.guess(Location(path)).format == "RAWF32"
     with open_source(path) as src:
         assert type(src).__name__ == "RawSource" and src.n_frames == 6
         np.testing.assert_array_equal(src.read(1, 4, np.array([0, 4])).positions, frames[1:4][:, [0, 4]])
@@ -346,9 +347,9 @@ def test_a_source_added_by_entry_point_is_asked_by_every_caller(tmp_path, plugin
 def test_opening_through_the_registry_checks_the_atom_count(tmp_path):
     npy = tmp_path / "adk.npy"
     np.save(npy, mda.Universe(D.PSF, D.DCD).trajectory.timeseries(order="fac")[:3])
-    assert registry.open_file(npy, OpenRequest(n_atoms=3341)).n_atoms == 3341
+    assert registry.open_file(Location(npy), OpenRequest(n_atoms=3341)).n_atoms == 3341
     with pytest.raises(InputFileError, match="expected 10"):
-        registry.open_file(npy, OpenRequest(n_atoms=10))
+        registry.open_file(Location(npy), OpenRequest(n_atoms=10))
     assert isinstance(open_source(npy), NumpySource)
 
 
@@ -382,10 +383,10 @@ def test_an_h5md_file_is_told_without_the_mdcath_module_and_an_mdcath_file_still
 
     from trajscale.testing.mdcath import from_universe
 
-    code = ("import sys; from trajscale.sources import registry; "
-            f"m = registry.guess({D.H5MD_xvf!r}); print(m.format, 'trajscale.mdcath.source' in sys.modules)")
+    code = ("import sys; from trajscale.sources import registry; from trajscale.storage.location import Location; "
+            f"m = registry.guess(Location({D.H5MD_xvf!r})); print(m.format, 'trajscale.mdcath.source' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["H5MD", "False"], out
     domain = from_universe(tmp_path / "mdcath_dataset_1adkA00.h5", mda.Universe(D.PSF, D.DCD), n_frames=2,
                            select="resid 1-5")
-    assert registry.guess(domain).format == "MDCATH"
+    assert registry.guess(Location(domain)).format == "MDCATH"

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from xarray.backends import BackendEntrypoint
 
+from ..storage.location import Location
 from .labels import LABELS
 
 
@@ -43,8 +44,8 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
 
         top = os.fspath(topology) if topology is not None else None
         # a URL's options: kept in the source's config, which the variables reopen it from
-        source = open_source(_paths(filename_or_obj), top, group=group, assume_units=assume_units,
-                             continuous=continuous, storage_options=storage_options)
+        source = open_source([Location(p, storage_options) for p in _paths(filename_or_obj)], top, group=group,
+                             assume_units=assume_units, continuous=continuous)
         try:
             return build_dataset(source, top, drop_variables or (), select)
         finally:
@@ -56,7 +57,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
             return False
         from ..sources.registry import recognised
 
-        match = recognised(filename_or_obj)
+        match = recognised(Location(filename_or_obj))
         return (match is not None and match.source.traits.self_describing
                 and match.source.guess_can_open(os.fspath(filename_or_obj)))
 

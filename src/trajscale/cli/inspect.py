@@ -6,6 +6,7 @@ import json
 import os
 
 from ..storage import redacted
+from ..storage.location import Location
 from .options import add_h5md_options, add_strict_option
 
 
@@ -53,11 +54,12 @@ def main(args) -> int:
     from ..sources.locations import is_local
     from ..sources.registry import guess
 
-    match = guess(args.file)   # the format registry: one line listing what is read, for a file it is not
+    where = Location(args.file)   # (with the command line's options)
+    match = guess(where)   # the format registry: one line listing what is read, for a file it is not
     facts = match.source.layout_report(args.file, OpenRequest(group=args.h5md_group,
                                                               assume_units=args.assume_units))
     if facts is None:   # a format with no layout report of its own (H5MD has one): read by its Source
-        return _inspect_other(args, match)
+        return _inspect_other(args, match, where)
     if args.pattern:
         from ..h5md.recommend import parse_pattern, recommend, selected_atoms
 
@@ -70,10 +72,10 @@ def main(args) -> int:
         if atoms is not None:   # the selection's own row beside the standard patterns
             _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
-    if getattr(args, "remote_costs", False) or not is_local(args.file):
-        facts["remote_costs"] = _remote_costs(args, facts)
-    if not is_local(args.file):
-        facts["validator"] = store_validator(args.file)
+    if getattr(args, "remote_costs", False) or not is_local(where):
+        facts["remote_costs"] = _remote_costs(args, facts, where)
+    if not is_local(where):
+        facts["validator"] = store_validator(where)
     facts = redacted(facts)   # (what is printed names the file: never a URL's password)
     if args.json:
         print(json.dumps(facts, indent=1))
@@ -82,27 +84,24 @@ def main(args) -> int:
     return 0
 
 
-def store_validator(location: str) -> dict:
+def store_validator(location: Location) -> dict:
     """What tells the bytes at ``location`` from a replacement's (:class:`~trajscale.storage.bytestore.Validator`):
     ``kind``, ``complete`` and ``says``; a store that cannot see every replacement is logged as a warning."""
     import logging
 
-    from ..storage.location import Location
-
-    v = Location(location).store().validator
+    v = location.store().validator
     if not v.complete:
         logging.getLogger("trajscale.inspect").warning("%s: a replacement may go unseen: %s", location, v.says)
     return {"kind": v.kind, "complete": v.complete, "says": v.says}
 
 
-def _remote_costs(args, facts: dict) -> dict:
+def _remote_costs(args, facts: dict, where: Location) -> dict:
     """Requests and bytes of opening the file and of each access pattern, as the remote reader fetches them."""
     from ..errors import ConfigError
     from ..h5md.inspect import file_remote_costs
     from ..h5md.recommend import parse_pattern, selected_atoms
     from ..hdf5.chunks import MAX_REQUEST
     from ..storage.fileobj import BLOCK_BYTES
-    from ..storage.location import Location
     from ..storage.ranges import merge_gap_of
 
     if facts.get("n_atoms") is None:
@@ -113,7 +112,6 @@ def _remote_costs(args, facts: dict) -> dict:
         idx = selected_atoms(sel, facts["n_atoms"], args.topology)
         atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
     # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
-    where = Location(args.file)   # (with the command line's options)
     reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(where.options), "max_request": MAX_REQUEST}
     store = where.store()
     if not store.costs_request:   # a file at hand: its costs as if it were behind a URL
@@ -150,7 +148,7 @@ def _follow(args) -> int:
     return 0
 
 
-def _inspect_other(args, match) -> int:
+def _inspect_other(args, match, where: Location) -> int:
     """A trajectory in another format: what its Source reads, and how to make it an H5MD file."""
     import shlex
 
@@ -165,10 +163,10 @@ def _inspect_other(args, match) -> int:
                           "(convert it first)")
     from ..sources.locations import is_local
 
-    with open_file(args.file) as src:
+    with open_file(where) as src:
         facts = describe_source(src)
-    if not is_local(args.file):
-        facts["validator"] = store_validator(args.file)
+    if not is_local(where):
+        facts["validator"] = store_validator(where)
     stem = os.path.splitext(os.path.basename(args.file.rstrip("/")))[0] or "traj"
     facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"
     facts = redacted(facts)
@@ -191,7 +189,6 @@ def _inspect_other(args, match) -> int:
 def describe_source(src) -> dict:
     """Format, size, frames, atoms, fields, units and times of an open Source (XTC/TRR: from frame headers)."""
     from ..h5md.inspect import times_summary
-    from ..storage.location import Location
 
     times, steps = src.frame_times()
     size = Location(src.path).size   # a file's, or an object's from the request that told its format

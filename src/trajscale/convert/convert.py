@@ -15,6 +15,7 @@ from ..errors import ConfigError, InputFileError, OutputError
 from ..sources import registry
 from ..sources.chain import JoinPlan, plan_join
 from ..sources.segments import with_parts
+from ..storage.location import Location
 from ..topology import atom_arrays, written_atoms
 from ..units import WRITE_UNITS, unit_system
 from ..util import check_input_file, check_output_path, is_no_space, polling_for_stop
@@ -262,7 +263,7 @@ def _labels(atoms) -> dict:
 def scanned_offsets(trajectories) -> list:
     """Per input: its XTC/TRR frame offsets (``parts.encode_offsets``' string), else None."""
     out = []
-    for path in map(str, trajectories):
-        check_input_file(path)
-        out.append(registry.part_record(path)["offsets"] if registry.guess(path).source.ships_offsets else None)
+    for where in map(Location, trajectories):
+        check_input_file(where.where)
+        out.append(registry.part_record(where)["offsets"] if registry.guess(where).source.ships_offsets else None)
     return out

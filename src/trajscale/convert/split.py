@@ -18,6 +18,7 @@ from ..h5md.layout import Layout
 from ..h5md.writer import H5MDWriter
 from ..sources import H5MDSource
 from ..sources.segments import INDEX_NAME, write_index
+from ..storage.location import Location
 from ..util import atomic_output, check_output_path
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
         for info, path in zip(infos, parts, strict=True):
             if not Path(path).is_file():
                 raise InputFileError(path, "no such part")
-            src = open_part(path, request)
+            src = open_part(Location(path), request)
             if src.ships_offsets:   # XTC/TRR: the frame offsets, so a reader (remote above all) scans nothing
                 info.update(format=src.format, offsets=src.get_config()["offsets"])
             if src.n_frames == 0:
@@ -139,7 +140,7 @@ def build_index(parts: list[str], output: str | os.PathLike, topology: str | Non
     infos = [{"path": str(Path(path).resolve())} for path in parts]
     segments = joined_segments(infos, opened(), continuous)
     for seg in (s for s in segments if "first_time" not in s):   # a single part: its times not read yet
-        with open_part(seg["path"], request) as src:
+        with open_part(Location(seg["path"]), request) as src:
             t = [float(src.read(i, i + 1, np.array([0])).time[0]) + float(seg.get("shift_time", 0.0))
                  for i in (0, seg["n_frames"] - 1)]
         seg.update(first_time=t[0], last_time=t[1])

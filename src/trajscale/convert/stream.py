@@ -15,6 +15,7 @@ from ..errors import AtomCountMismatchError, ConfigError
 from ..sources import Source, registry
 from ..sources.base import OpenRequest
 from ..sources.chain import JoinPlan, plan_join
+from ..storage.location import Location
 from ..util import check_input_file, polling_for_stop, raise_if_stopped
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def open_input_file(path: str, group: str | None = None, assume_units: str | Non
     """The Source of one input file, as the format registry decides; no Universe, so MDAnalysis writes no
     offsets cache beside the user's files.  ``offsets``: XTC/TRR frame offsets scanned elsewhere (None: here).
     """
-    return registry.open_part(path, OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
+    return registry.open_part(Location(path), OpenRequest(group=group, assume_units=assume_units, offsets=offsets))
 
 
 def open_inputs(topology: str, trajectories: list[str], n_atoms: int, group: str | None = None,

@@ -10,6 +10,7 @@ from ..errors import AtomCountMismatchError
 from ..progress import progress_bar
 from ..sources import H5MDSource, registry
 from ..sources.chain import plan_join
+from ..storage.location import Location
 from ..topology import written_atoms
 from .options import ReadOptions, with_options
 from .stream import frame_plan, iter_blocks, open_inputs
@@ -50,7 +51,7 @@ def verify(topology: str, trajectories: list[str], h5md: str, *, read: ReadOptio
     """
     read = with_options(read or ReadOptions(), kwargs, "verify")
     atoms, _, n_top = written_atoms(topology, read.select, topology_coordinates=bool(read.select))   # (as convert)
-    h5_inputs = any(registry.guess(t).source.takes_h5md_options for t in trajectories)
+    h5_inputs = any(registry.guess(Location(t)).source.takes_h5md_options for t in trajectories)
     out = H5MDSource(h5md, group=read.group, assume_units=read.assume_units)
     try:
         sources = open_inputs(topology, list(trajectories), n_top, read.group if h5_inputs else None,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputFileError, SelectionError, StoreError
 from ..hdf5.hdf5 import open_h5
-from ..storage import process_options
+from ..storage.location import Location
 from ..storage.nodecache import at_hand, opened
 from .trace import IOStats
 
@@ -114,8 +114,9 @@ class H5Dataset(_BatchReads):
         self.cache_bytes = cache_bytes
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
-        self.storage_options = {**process_options(), **dict(storage_options or {})}
-        original = opened(self.store, self.storage_options)
+        #: the store's location, with the options it is read with (the process's under the given)
+        self.location = Location(self.store, storage_options)
+        original = opened(self.location)
         try:
             self._identity = (original.state() or {}).get("identity")   # (an object's: the version read)
             self._stamp = original.stamp()
@@ -166,7 +167,7 @@ class H5Dataset(_BatchReads):
         self._file, self._ds, self._maps, self._cache_lock = None, {}, {}, None
         self.stats = IOStats.for_process(self.trace_dir)
         t0 = time.perf_counter()
-        original = opened(self.store, self.storage_options, self._identity)   # (an object's: no request)
+        original = opened(self.location, self._identity)   # (an object's: no request)
         try:
             if original.stamp() != self._stamp:
                 raise StoreError(self.store, "changed since the dataset was made (size or modification "

@@ -22,6 +22,7 @@ from ..engine import frame_range
 from ..ensemble.table import TEXT, label_dtype
 from ..errors import ConfigError, InputFileError, StoreError, TrajscaleError
 from ..sources.opened import OpenSources
+from ..storage.location import Location
 from .dataset import _as_index, _batch_buffer, _BatchReads, runs
 from .lagged import piece_bounds
 from .trace import IOStats
@@ -47,44 +48,42 @@ class _Member:
     breaks: tuple[int, ...] = ()
 
 
-def _members_of(trajectories, storage_options: dict | None) -> list:
-    """The ensemble's :class:`~trajscale.ensemble.Member` records, an mdCATH file standing for each of its members."""
+def _members_of(trajectories, storage_options: dict | None) -> list[tuple[object, list[Location]]]:
+    """The ensemble's :class:`~trajscale.ensemble.Member` records, an mdCATH file standing for each of its members,
+    each with its files' locations (read with ``storage_options``)."""
     from ..ensemble import Ensemble, Member
 
-    if isinstance(trajectories, Ensemble):
-        return list(trajectories)
     if isinstance(trajectories, str | os.PathLike):
-        return list(Ensemble.of(trajectories, storage_options))
+        trajectories = Ensemble.of(trajectories, storage_options)
     from ..ensemble.catalog import members_held
-    from ..storage.location import Location
 
     out = []
     for t in trajectories:
-        if isinstance(t, Member):
-            out.append(t)
+        if not isinstance(t, Member):
+            where = Location(t, storage_options)
+            base = Member(where.where.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (where.where,))
+            expanded = members_held(where, base)
+            out += expanded if expanded is not None else [base]
             continue
-        loc = os.fspath(t)
-        base = Member(loc.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0], (loc,))
-        expanded = members_held(Location(loc, storage_options), base)
-        out += expanded if expanded is not None else [base]
-    return out
+        out.append(t)
+    return [(m, [Location(t, storage_options) for t in m.trajectory]) for m in out]
 
 
-def _opened(member, storage_options: dict | None):
+def _opened(member, where: list[Location]):
     """The member's Source: an mdCATH member's own (its config); else the Source ``trajscale run`` opens."""
     from ..sources import open_source, source_from_config
 
     if member.source is not None:   # (an object's options travel in its config)
         return source_from_config(dict(member.source))
-    return open_source(member.run_trajectory(), member.topology, storage_options=storage_options)
+    return open_source(where if len(where) > 1 else where[0], member.topology)
 
 
-def _describe(member, storage_options: dict | None, fields: tuple[str, ...], numbers: dict | None,
+def _describe(member, where: list[Location], fields: tuple[str, ...], numbers: dict | None,
               check_frames: bool = True):
     """The member described (its one open while the dataset is made), or why it cannot be read (a string);
     lacking a field or atomic numbers raises. ``numbers``: atomic numbers read into it, once per file."""
     try:
-        src = _opened(member, storage_options)
+        src = _opened(member, where)
     except (ImportError, MemoryError):
         raise   # (the environment's failure, not the member's)
     except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only
@@ -133,12 +132,13 @@ def _why_refused(member, exc: Exception) -> str:
     return " ".join(text.split())
 
 
-def _described(trajectories, storage_options: dict | None, fields: tuple[str, ...],
-               numbers: dict | None, check_frames: bool = True) -> tuple[list[_Member], list]:
-    """Each member described, or refused (``Refusal``: index, member, reason) when it cannot be read."""
+def _described(located: list[tuple[object, list[Location]]], fields: tuple[str, ...], numbers: dict | None,
+               check_frames: bool = True) -> tuple[list[_Member], list]:
+    """Each member (with its files' locations) described, or refused (``Refusal``: index, member, reason) when
+    it cannot be read."""
     members, refused = [], []
-    for i, m in enumerate(_members_of(trajectories, storage_options)):
-        got = _describe(m, storage_options, fields, numbers, check_frames)
+    for i, (m, where) in enumerate(located):
+        got = _describe(m, where, fields, numbers, check_frames)
         if isinstance(got, str):
             from ..ensemble.prepare import Refusal  # (the run's machinery: imported only for a refusal)
 
@@ -219,14 +219,10 @@ class EnsembleDataset(_BatchReads):
         self.max_open = int(max_open)
         self.atomic_numbers = bool(atomic_numbers)
         self.cache_dir = str(cache_dir) if cache_dir else None
-        if storage_options is None:   # (the process's, fixed here: they travel with the dataset to its workers)
-            from ..storage import process_options
-
-            storage_options = process_options() or None
-        self.storage_options = storage_options
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
-        self.members, self.refused = _described(trajectories, storage_options, self.fields, numbers,
+        # (each member's files: Locations with their options, which its config carries to the workers)
+        self.members, self.refused = _described(_members_of(trajectories, storage_options), self.fields, numbers,
                                                 check_frames)
         if not self.members:
             raise ConfigError("the ensemble has no member")
@@ -270,12 +266,12 @@ class EnsembleDataset(_BatchReads):
         if file is None:
             self._open.make_room()
             t0 = time.perf_counter()
-            file = _File.of(self.members[i].config, self.cache_dir, self.storage_options)
+            file = _File.of(self.members[i].config, self.cache_dir)
             self._open.add(key, file, file.path)
             self.opens += 1
             self.most_open = max(self.most_open, len(self._open))
             self.stats.opened(file.path, t0, time.perf_counter())
-        return file.member(i, self.members[i], self.storage_options)
+        return file.member(i, self.members[i])
 
     def close(self) -> None:
         """Close this process's open files (a later read reopens them)."""
@@ -449,19 +445,18 @@ class _File:
         self._shared = shared   # (a file of several: its members on the one store)
 
     @classmethod
-    def of(cls, config: dict, cache_dir: str | None, storage_options: dict | None) -> _File:
+    def of(cls, config: dict, cache_dir: str | None) -> _File:
         """The file of a member with Source ``config`` (the node's copy with ``cache_dir``)."""
-        from ..storage.location import Location
+        from ..sources import config_location
 
         path, entry = config.get("path"), None
         if cache_dir and config.get("identity") is not None:   # (its store shipped its state: fetched bytes)
-            config, entry = _cached(config, cache_dir, storage_options)
+            config, entry = _cached(config, cache_dir)
         source = _source_class(config)
         if not source.shares_file_store:
             return cls(path, None, entry, config)
         try:
-            where = Location(config["path"], config.get("storage_options") or storage_options)
-            store = where.store(config.get("identity"), config.get("round_trip"))
+            store = config_location(config).store(config.get("identity"), config.get("round_trip"))
         except BaseException:
             if entry is not None:
                 entry.close()
@@ -474,14 +469,14 @@ class _File:
     def remote_stats(self) -> None:
         return None
 
-    def member(self, i: int, member: _Member, storage_options: dict | None):
+    def member(self, i: int, member: _Member):
         """Member ``i``'s Source on this file (made on first use, then kept with the file)."""
         src = self._sources.get(i)
         if src is None:
-            src = self._sources[i] = self._open(member, storage_options)
+            src = self._sources[i] = self._open(member)
         return src
 
-    def _open(self, member: _Member, storage_options: dict | None):
+    def _open(self, member: _Member):
         from ..sources import source_from_config
 
         if self._shared is None:   # (an object's options travel in its config)
@@ -506,13 +501,14 @@ class _File:
             self._entry = None
 
 
-def _cached(config: dict, cache_dir: str, storage_options: dict | None):
+def _cached(config: dict, cache_dir: str):
     """The member's config pointed at the node's copy of its object, and the entry that keeps it in use."""
+    from ..sources import config_location
     from ..storage.nodecache import NodeCache
 
     url = config["path"]
     identity = config.get("identity")   # (the object's ETag and size, as its store's state() ships them)
-    entry = NodeCache(cache_dir).open(url, storage_options, identity)
+    entry = NodeCache(cache_dir).open(config_location(config), identity)
     local = _source_class(config).node_copy_config(config, entry.path)
     if local is None:
         from ..sources.registry import format_sources

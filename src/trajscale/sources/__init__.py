@@ -120,6 +120,11 @@ def _bytes_of(where: Location):
 OPEN_FIELDS = ("driver", "comm", "collective", "group", "assume_units", "strict")
 
 
+def config_location(config: dict) -> Location:
+    """The location a Source's ``get_config()`` names, with the options its store was read with."""
+    return Location(config["path"], config.get("storage_options"))
+
+
 def source_from_config(config: dict, comm=None) -> Source:
     """Reopen a Source from its ``get_config()`` dict (on a worker or rank)."""
     from .registry import source_class
@@ -130,4 +135,5 @@ def source_from_config(config: dict, comm=None) -> Source:
 
 
 __all__ = ["SOURCES", "H5MDSource", "MDAPartSource", "MDASource", "OpenRequest", "SegmentedSource",
-           "Source", "XDRSource", "is_hdf5", "locate", "open_source", "source_from_config"]
+           "Source", "XDRSource", "config_location", "is_hdf5", "locate", "open_source",
+           "source_from_config"]

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..endings import Ending, FollowEnded
 from ..errors import DamagedFileError, InputFileError, NotFollowableError
+from ..storage.location import Location
 from ..util import raise_if_stopped
 from .base import Source
 
@@ -76,7 +77,7 @@ def follow_match(path: str):
 
     if os.path.isdir(path) or os.path.isfile(path) and os.path.getsize(path) > 0:
         try:
-            match = guess(path)
+            match = guess(Location(path))
         except InputFileError as exc:
             raise NotFollowableError(path, f"cannot be followed: {exc.problem}") from None
     else:

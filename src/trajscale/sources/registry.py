@@ -132,12 +132,11 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
     return None
 
 
-def recognised(path: str | Path) -> Match | None:
-    """The Source whose format ``path``'s first bytes are in, or None (nothing else asked; never an error)."""
-    path = str(path)
-    store = _store_of(path)
+def recognised(location: Location) -> Match | None:
+    """The Source whose format ``location``'s first bytes are in, or None (nothing else asked; never an error)."""
+    store = _store_of(location)
     try:
-        return _by_bytes(path, _head(store), store)
+        return _by_bytes(location.where, _head(store), store)
     except (InputFileError, OSError):
         return None
     finally:
@@ -164,18 +163,17 @@ def _by_mdanalysis(path: str) -> Match | None:
     return Match(owner, fmt)
 
 
-def guess(location: str | Path | Location) -> Match:
-    """The Source that reads ``location`` (a path, or a Location with its options) and the name of its format.
+def guess(location: Location) -> Match:
+    """The Source that reads ``location`` and the name of its format.
 
     Raises
     ------
     InputFileError
         The file is missing, or no Source reads it (one line listing what is supported).
     """
-    where = Location.of(location)
-    store = _store_of(where)
+    store = _store_of(location)
     try:
-        return _match(where.where, store)
+        return _match(location.where, store)
     finally:
         if store is not None:
             store.close()
@@ -255,14 +253,14 @@ def decoding_of(name: str) -> str | None:
     return for_format(name).decoding_of(name.upper())
 
 
-def open_file(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
+def open_file(location: Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file with the Source the registry picks; the store that tells the format is the one it reads."""
-    return _open(Location.of(location), request, True)
+    return _open(location, request, True)
 
 
-def open_part(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
+def open_part(location: Location, request: OpenRequest = _NOTHING_ASKED) -> Source:
     """Open one file of several: H5MD's options in ``request`` go only to Sources that take them."""
-    return _open(Location.of(location), request, False)
+    return _open(location, request, False)
 
 
 def _open(location: Location, request: OpenRequest, checked: bool) -> Source:
@@ -311,11 +309,10 @@ def _refused_options(cls: type[Source], request: OpenRequest) -> str | None:
     return None
 
 
-def part_record(location: str | Path | Location, request: OpenRequest = _NOTHING_ASKED) -> dict:
+def part_record(location: Location, request: OpenRequest = _NOTHING_ASKED) -> dict:
     """``{"path", "format", "n_frames", "n_atoms", "offsets", "damaged"}`` of one file as a part of a chain."""
-    where = Location.of(location)
-    path = where.where
-    match, store = _told(where, request, False)
+    path = location.where
+    match, store = _told(location, request, False)
     try:
         if not match.source.supports_parts:
             raise InputFileError(path, f"{match.format} files cannot be parts of a chain; the formats that can: "
@@ -326,8 +323,8 @@ def part_record(location: str | Path | Location, request: OpenRequest = _NOTHING
         if store is not None:
             store.close()
         raise
-    with match.source.open(where, OpenRequest(format=match.format, strict=request.strict, group=request.group,
-                                              assume_units=request.assume_units, store=store)) as src:
+    with match.source.open(location, OpenRequest(format=match.format, strict=request.strict, group=request.group,
+                                                 assume_units=request.assume_units, store=store)) as src:
         offsets = src.get_config().get("offsets") if match.source.ships_offsets else None
         return {"path": path, "format": src.format, "n_frames": src.n_frames, "n_atoms": src.n_atoms,
                 "offsets": offsets, "damaged": src.damaged}

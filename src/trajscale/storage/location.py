@@ -63,6 +63,9 @@ class Location:
     def __str__(self) -> str:
         return self.where
 
+    def __fspath__(self) -> str:   # (a Source of a plug-in opens what it is given as a path)
+        return self.where
+
     def __repr__(self) -> str:
         # (no password, and the options' names only: some are credentials, and a repr reaches logs)
         from . import redacted, shown
@@ -107,10 +110,8 @@ class Location:
 
     def absolute(self) -> Location:
         """The location as every process names it: a local path made absolute (no link resolved), a URL as it is."""
-        if not self.local:
-            return self
-        absolute = os.path.abspath(self.where)
-        return self if absolute == self.where else Location(absolute, self.options)
+        where = absolute(self.where)
+        return self if where == self.where else Location(where, self.options)
 
     def beside(self, relative: str | os.PathLike) -> Location:
         """``relative`` as a file beside this one names it, same options (``..`` never above the bucket or host)."""
@@ -242,9 +243,15 @@ def glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
+def absolute(where: str | os.PathLike) -> str:
+    """``where`` as every process names it: a local path made absolute (no link resolved), a URL as it is."""
+    where = os.fspath(where)
+    return where if scheme_of(where) is not None else os.path.abspath(where)
+
+
 def has_glob(text: str) -> bool:
     """Whether ``text`` is a glob pattern (holds ``*``, ``?`` or ``[``)."""
     return any(c in text for c in GLOB_CHARACTERS)
 
 
-__all__ = ["GLOB_CHARACTERS", "Location", "glob_regex", "has_glob"]
+__all__ = ["GLOB_CHARACTERS", "Location", "absolute", "glob_regex", "has_glob"]

@@ -64,10 +64,10 @@ class NodeCache:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
 
-    def entry(self, store: str | os.PathLike, identity=None) -> Path:
-        """Where the copy of ``store`` (as it is now) lives; for a URL, of the object with ``identity``
-        (``[etag, size]``)."""
-        original = opened(store, None, identity)
+    def entry(self, location: str | os.PathLike | Location, identity=None) -> Path:
+        """Where the copy of ``location`` (a path, a URL or a Location; as it is now) lives; for a URL, of the
+        object with ``identity`` (``[etag, size]``)."""
+        original = opened(Location.of(location), identity)
         try:
             return self._entry(original)
         finally:
@@ -79,17 +79,16 @@ class NodeCache:
         digest = hashlib.sha256(repr((name, size, version)).encode()).hexdigest()[:16]
         return self.directory / f"{base.stem}-{digest}{base.suffix}"
 
-    def open(self, store: str | os.PathLike | ByteStore, storage_options: dict | None = None,
-             identity=None) -> CachedStore:
-        """Where to read ``store`` (a path, a URL or its opened store) from; the entry stays in use (not
-        evictable) until closed.  ``identity`` (``[etag, size]``) names the object version to read: with it a
+    def open(self, location: str | os.PathLike | Location | ByteStore, identity=None) -> CachedStore:
+        """Where to read ``location`` (a path, a URL, a Location or its opened store) from; the entry stays in use
+        (not evictable) until closed.  ``identity`` (``[etag, size]``) names the object version to read: with it a
         finished entry is used without a request.  An object that does not fit is refused (:class:`StoreError`).
         """
-        original = store if isinstance(store, ByteStore) else opened(store, storage_options, identity)
+        original = location if isinstance(location, ByteStore) else opened(Location.of(location), identity)
         try:
             return self._open(original)
         finally:
-            if original is not store:
+            if original is not location:
                 original.close()
 
     def _open(self, original: ByteStore) -> CachedStore:
@@ -208,9 +207,10 @@ def default_dir() -> str:
                                                                  f"trajscale-cache-{os.getuid()}")
 
 
-def opened(store: str | os.PathLike, options: dict | None = None, identity=None) -> ByteStore:
-    """The store of ``store`` (pinned to ``identity``), its failures as :class:`StoreError` (a worker hands it back)."""
-    return _as_store_error(Location.of(store, options).store, identity)
+def opened(location: Location, identity=None) -> ByteStore:
+    """The store of ``location`` (pinned to ``identity``), its failures as :class:`StoreError` (a worker hands it
+    back)."""
+    return _as_store_error(location.store, identity)
 
 
 def _as_store_error(call, *args):
