@@ -47,6 +47,7 @@ from .runspec import JobFacts, RunOptions
 from .sharing import share, share_interruption  # the root prepares, then shares (one protocol with convert's)
 from .sources import Source, open_source, reader_modules
 from .storage import fetched_here, fetched_since, forget_servers
+from .storage.location import Location
 from .timeline import ProcessTimeline
 from .util import host_name, polling_for_stop, raise_if_stopped, stop_requested
 
@@ -127,11 +128,13 @@ class Rounds(ABC):
 class FinishedRounds(Rounds):
     """A finished trajectory: all its frames (``start:stop:step``) in one round."""
 
+    #: Its file's location, or its parts' (with the run's storage options).
+    trajectory: Location | list[Location]
+
     def open(self, shared: bool) -> tuple[Source, range]:
         opts = self.options
         source = open_source(self.trajectory, topology_file(self.topology), group=opts.group,
-                             assume_units=opts.assume_units, continuous=opts.continuous,
-                             storage_options=opts.storage_options)
+                             assume_units=opts.assume_units, continuous=opts.continuous)
         try:
             start, stop = frame_range(opts.start, opts.stop, source.n_frames, source.path)
         except BaseException:
@@ -209,7 +212,9 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
 def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None = None) -> tuple[Job, JobFacts]:
     """The Job and its facts over a finished trajectory, as a run prepares them (its source closed after)."""
     options = options or RunOptions()
-    source, frames = FinishedRounds(trajectory, topology, options).open(shared=False)
+    where = [Location.of(t, options.storage_options) for t in (trajectory if isinstance(trajectory, list | tuple)
+                                                            else [trajectory])]
+    source, frames = FinishedRounds(where if len(where) > 1 else where[0], topology, options).open(shared=False)
     try:
         return prepare_job(analysis, topology, source, frames, options, {})
     finally:
@@ -299,7 +304,8 @@ class Engine:
         if not self.ex.is_root:
             return None
         if not self.partials:
-            raise InputFileError(self.rounds.trajectory, f"no frame was analysed ({self.rounds.why(ending)})")
+            raise InputFileError(" ".join(self.rounds.paths() or [str(self.rounds.trajectory)]),
+                                 f"no frame was analysed ({self.rounds.why(ending)})")
         return self.result(job, ending, final=True)
 
     def prepare(self) -> tuple[Job, JobFacts]:

@@ -53,7 +53,8 @@ class FormatTraits:
         no atom names, residues or masses (refused as a topology, without importing MDAnalysis).
     members
         ``"module:function"`` listing the member trajectories one file holds (``(location, base) ->
-        list[Member]``); empty for a format whose file is one trajectory.
+        list[Member]``, the file's :class:`~trajscale.storage.location.Location` with the ensemble's options);
+        empty for a format whose file is one trajectory.
     member_patterns
         File name patterns (``fnmatch``) of files that hold several members, offered to :attr:`members`
         without a catalog's ``format`` column.

@@ -9,7 +9,7 @@ from .analysis.base import Analysis
 from .engine import Engine, FinishedRounds, Rounds
 from .runspec import RunOptions
 from .sources import is_stream
-from .sources.locations import is_local
+from .sources.locations import Location, is_local
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (a followed run's options, importable from here: see __getattr__ below)
@@ -74,7 +74,8 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
         return _run_ensemble(analysis, many, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     analysis = _grouped(analysis)
-    return Engine(analysis, topology, rounds_for(analysis, topology, trajectory, opts), opts, on_update).execute()
+    where = trajectory if is_stream(trajectory) else [Location.of(t, opts.storage_options) for t in _listed(trajectory)]
+    return Engine(analysis, topology, rounds_for(analysis, topology, where, opts), opts, on_update).execute()
 
 
 def _ensemble_of(topology, trajectory, ensemble):
@@ -115,21 +116,25 @@ def _listed(trajectory) -> list:
     return list(trajectory) if isinstance(trajectory, list | tuple) else [trajectory]
 
 
-def rounds_for(analysis: Analysis, topology, trajectory, options: RunOptions) -> Rounds:
-    """What decides the run's rounds: a stream, a followed file, or a finished trajectory in one round."""
-    if not is_stream(trajectory) and options.follow is None:
-        return FinishedRounds(trajectory, topology, options)
-    remote = [t for t in _listed(trajectory) if not is_local(t)]   # the locations say it: nothing opened yet
-    if options.follow is not None and remote:
+def rounds_for(analysis: Analysis, topology, where: list[Location] | str, options: RunOptions) -> Rounds:
+    """What decides the run's rounds: a stream (``where``: its address), a followed file, or a finished trajectory
+    in one round (``where``: its files' locations)."""
+    if is_stream(where):
+        from .follow import StreamRounds  # what a finished run never needs: not imported for it
+
+        return StreamRounds(where, topology, options, analysis)
+    files: list[Location] = where
+    if options.follow is None:
+        return FinishedRounds(files if len(files) > 1 else files[0], topology, options)
+    remote = [t for t in files if not is_local(t)]   # the locations say it: nothing opened yet
+    if remote:
         from .errors import ConfigError
 
         raise ConfigError(f"{remote[0]}: a trajectory behind a URL "
                           "is read finished; following is for files a job is writing (run without --follow)")
-    from .follow import FileRounds, StreamRounds  # what a finished run never needs: not imported for it
+    from .follow import FileRounds
 
-    if is_stream(trajectory):
-        return StreamRounds(trajectory, topology, options, analysis)
-    return FileRounds(trajectory, topology, options, analysis)
+    return FileRounds([t.where for t in files] if len(files) > 1 else files[0].where, topology, options, analysis)
 
 
 def __getattr__(name: str):

@@ -98,8 +98,8 @@ def test_unknown_catalog_format_and_empty_glob(tmp_path):
 
 def expand_two(location, base):
     """An expander for the test: every file holds two trajectories, A and B."""
-    return [Member(f"{base.name}/{k}", (location,), None, {**base.labels, "part": k},
-                   source={"kind": "test", "path": location, "part": k}) for k in "AB"]
+    return [Member(f"{base.name}/{k}", (location.where,), None, {**base.labels, "part": k},
+                   source={"kind": "test", "path": location.where, "part": k}) for k in "AB"]
 
 
 def test_an_expander_makes_several_members_of_one_file(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from trajscale.convert.split import build_index, split
 from trajscale.errors import TrajscaleError
 from trajscale.executors.mpi import rank_tasks
 from trajscale.sources import SegmentedSource, index_path, open_source
+from trajscale.storage.location import Location
 from trajscale.testing import SourceConformance
 
 
@@ -120,7 +121,7 @@ def test_an_index_is_the_file_given_whatever_its_name(xtc_parts, tmp_path):
     frames = mda.Universe(D.GRO, D.XTC).trajectory.n_frames
     with SegmentedSource(str(other)) as src:
         assert src.n_frames == frames
-    assert index_path(other).where == str(other) and index_path(tmp_path / "none") is None
+    assert index_path(Location(other)).where == str(other) and index_path(Location(tmp_path / "none")) is None
 
 
 def test_bad_parts_are_one_clear_error(xtc_parts, adk_vacuum_h5md, tmp_path):

@@ -76,7 +76,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
     # topology file converted before: from the caches, MDAnalysis not imported
     atoms, sel_atoms, n_atoms = written_atoms(topology, read.select, topology_coordinates=bool(read.select))
     # Under MPI rank 0 scans the XTC/TRR parts' frame offsets and ships them: a rank never rescans
-    shipped = on_root(write.comm, lambda: scanned_offsets(trajectories), then_share=True) if write.mpi else None
+    shipped = on_root(write.comm, lambda: scanned_offsets([Location(t) for t in trajectories]),
+                      then_share=True) if write.mpi else None
     sources = open_inputs(topology, list(trajectories), n_atoms, read.group, read.assume_units, offsets=shipped)
     try:
         job, join = _plan_job(topology, trajectories, sources, atoms, sel_atoms, opts)
@@ -260,10 +261,10 @@ def _labels(atoms) -> dict:
     return {k: v for k, v in atom_arrays(atoms).items() if k not in ("masses", "charges")}
 
 
-def scanned_offsets(trajectories) -> list:
+def scanned_offsets(trajectories: list[Location]) -> list:
     """Per input: its XTC/TRR frame offsets (``parts.encode_offsets``' string), else None."""
     out = []
-    for where in map(Location, trajectories):
+    for where in trajectories:
         check_input_file(where.where)
         out.append(registry.part_record(where)["offsets"] if registry.guess(where).source.ships_offsets else None)
     return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, InputFileError, TrajscaleError
 from ..formats import expanders, load
-from ..storage.location import Location, glob_regex, has_glob
+from ..storage.location import Location, absolute, glob_regex, has_glob
 from .columns import MemberColumns
 
 #: Catalog columns that are no labels.
@@ -99,6 +99,10 @@ class Member:
         return {"name": self.name, "topology": self.topology, "trajectory": shlex.join(self.trajectory)
                 if len(self.trajectory) > 1 else self.trajectory[0], **self.labels}
 
+    def locations(self) -> list[Location]:
+        """The member's files as Locations, with this process's options (for what they tell without I/O)."""
+        return [Location(t) for t in self.trajectory]
+
     def run_trajectory(self):
         """The trajectory as ``trajscale.run`` takes it: one location, or the list of parts."""
         return self.trajectory[0] if len(self.trajectory) == 1 else list(self.trajectory)
@@ -107,7 +111,7 @@ class Member:
 def _absolute(path) -> str:
     """A location as every process names it (:meth:`Location.absolute`)."""
     path = os.fspath(path)
-    where = Location.of(path).absolute().where
+    where = absolute(path)
     return path if where == path else where   # (the same string: a topology rows share is held once)
 
 
@@ -147,8 +151,10 @@ class Ensemble:
     def __iter__(self) -> Iterator[Member]:
         return iter(self._members)
 
-    def __getitem__(self, key: int | str) -> Member:
-        """A member by position or by name."""
+    def __getitem__(self, key: int | str | slice) -> Member | Ensemble:
+        """A member by position or by name; a slice of them: an ensemble of the same origin and options."""
+        if isinstance(key, slice):
+            return Ensemble(self.members[key], origin=self.origin, storage_options=self.storage_options)
         if isinstance(key, str):
             i = self._members.index_of(key)
             if i is None:
@@ -202,7 +208,7 @@ class Ensemble:
         if has_glob(text) and not os.path.exists(text):
             return cls.from_glob(text, topology=topology, labels=labels, storage_options=storage_options)
         if topology is None and not any(t.holds_members(text) for t in expanders().values()) \
-                and _told_held(Member("", (text,), None)) is None:
+                and _told_held(Member("", (text,), None), Location(text, storage_options)) is None:
             return cls.from_catalog(text, storage_options=storage_options)   # (its error says what a catalog is)
         return cls.from_files([text], topology=topology, labels=labels, origin=text, storage_options=storage_options)
 
@@ -221,12 +227,14 @@ class Ensemble:
         if kind is None:
             raise InputFileError(where, f"an ensemble catalog is {', '.join(CATALOG_FORMATS)} (the ending decides); "
                                         f"{ext or 'no ending'} is none of them")
+        catalog = Location(where, storage_options).absolute()
         try:
-            data = Location(where, storage_options).read()
+            data = catalog.read()
         except OSError as exc:
             raise InputFileError(where, f"cannot read the ensemble catalog: {exc.strerror or exc}") from None
         rows = {"csv": _csv_rows, "toml": _toml_rows, "parquet": _parquet_rows}[kind](data, where)
-        return cls(_named(_rows_made(_bounded(rows, where), where)), origin=where, storage_options=storage_options)
+        return cls(_named(_rows_made(_bounded(rows, where), catalog, where)), origin=where,
+                   storage_options=storage_options)
 
     @classmethod
     def from_glob(cls, pattern, *, topology=None, labels: str | None = None,
@@ -274,7 +282,8 @@ class Ensemble:
             if topology is not None:
                 row["topology"] = _topology_of(os.fspath(topology), pattern, path, row)
             rows.append(row)
-        return cls(_named(_rows_made(rows, origin or (files[0] if files else ""), relative_to=None)), origin=origin,
+        origin_of = Location(origin or (files[0] if files else ""), storage_options)
+        return cls(_named(_rows_made(rows, origin_of, origin_of.where, relative=False)), origin=origin,
                    storage_options=storage_options)
 
 
@@ -499,11 +508,11 @@ def _cut(text: str, n: int = 40) -> str:
     return text[:n]
 
 
-def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = "") -> Iterator[tuple[Member, bool]]:
-    """Members from catalog rows (``relative_to``: the folder paths are relative to; "": ``where``'s; None: none)."""
-    base = None if relative_to is None else (relative_to or where)
-    if base is not None:   # (made absolute once, not per row)
-        base = Location.of(base).absolute().where
+def _rows_made(rows: Iterable[Mapping], origin: Location, where: str,
+               relative: bool = True) -> Iterator[tuple[Member, bool]]:
+    """Members from catalog rows, their paths relative to ``origin`` (absolute: the catalog, whose options read
+    them) unless not ``relative``; ``where`` names the catalog in messages."""
+    base = origin if relative else None
     topologies: dict[str, str] = {}   # (a topology many rows name is located once, and held once)
     for i, row in enumerate(rows):
         traj = row.get("trajectory")
@@ -522,7 +531,7 @@ def _rows_made(rows: Iterable[Mapping], where: str, relative_to: str | None = ""
         labels = {k: v for k, v in row.items() if k not in RESERVED}
         name = row.get("name")
         member = Member(str(name) if name not in (None, "") else "", tuple(parts), topology, labels)
-        expanded = _expand(member, row.get("format"), f"{where}: row {i + 1}")
+        expanded = _expand(member, row.get("format"), origin, f"{where}: row {i + 1}")
         if expanded is None:
             yield member, name not in (None, "")
         else:
@@ -533,14 +542,13 @@ def _parts(cell: str) -> list[str]:
     return shlex.split(cell) if any(c in cell for c in " \t'\"\\") else [cell]
 
 
-def _located(path: str, base: str | None) -> str:
-    if base is None:
-        return path
-    return Location(base).absolute().beside(path).where
+def _located(path: str, base: Location | None) -> str:
+    return path if base is None else base.beside(path).where
 
 
-def _expand(member: Member, fmt, where: str) -> list[Member] | None:
-    """The members an expander finds in ``member``'s file, or None (not such a file)."""
+def _expand(member: Member, fmt, origin: Location, where: str) -> list[Member] | None:
+    """The members an expander finds in ``member``'s file (read with ``origin``'s options), or None (not such a
+    file)."""
     holding = expanders()   # (each format's declared traits say whether its files hold several)
     if fmt not in (None, ""):
         expander = holding.get(str(fmt).lower())
@@ -550,32 +558,33 @@ def _expand(member: Member, fmt, where: str) -> list[Member] | None:
     elif member.topology is None and len(member.trajectory) == 1:
         expander = next((t for t in holding.values() if t.holds_members(member.trajectory[0])), None)
         if expander is None:   # (a file named otherwise: told by its own bytes)
-            return _told_held(member)
+            return _told_held(member, origin)
     else:
         expander = None
     if expander is None:
         return None
     if not member.name:
         member = dataclasses.replace(member, name=_stem(member.trajectory[0]))
-    return load(expander.members)(member.trajectory[0], member)
+    return load(expander.members)(origin.at(member.trajectory[0]), member)
 
 
-def _told_held(member: Member) -> list[Member] | None:
-    """The members ``member``'s one file holds, as an expander tells from its bytes; None for one trajectory."""
-    location = member.trajectory[0]
-    suffix = os.path.splitext(location.split("?")[0])[1].lower()
+def _told_held(member: Member, origin: Location) -> list[Member] | None:
+    """The members ``member``'s one file (read with ``origin``'s options) holds, as an expander tells from its
+    bytes; None for one trajectory."""
+    path = member.trajectory[0]
+    suffix = os.path.splitext(path.split("?")[0])[1].lower()
     if not any(suffix not in t.not_named for t in expanders().values()):
         return None
-    named = member if member.name else dataclasses.replace(member, name=_stem(location))
+    named = member if member.name else dataclasses.replace(member, name=_stem(path))
     try:
-        return members_held(location, named)
+        return members_held(origin.at(path), named)
     except (TrajscaleError, OSError):
         return None
 
 
-def members_held(location: str | Location, base: Member) -> list[Member] | None:
-    """The members the file at ``location`` (a path, URL or Location) holds, whatever its name (each expander
-    tells its files by their bytes); None for a file of one trajectory."""
+def members_held(location: Location, base: Member) -> list[Member] | None:
+    """The members the file at ``location`` holds, whatever its name (each expander tells its files by their
+    bytes); None for a file of one trajectory."""
     for traits in expanders().values():
         found = load(traits.members)(location, base)
         if found is not None:

@@ -8,7 +8,6 @@ preparation, and so its results, have the same bits.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 
 from ..analysis.base import Analysis, Prepared
 from ..engine import Preparation, frame_range, prepare_analysis
@@ -25,12 +24,13 @@ _PREPARING = threading.Lock()
 
 
 def open_member(member: Member, options: RunOptions) -> Source:
-    """The Source that reads ``member`` (its expander's config, or its trajectory as ``trajscale.run`` opens it)."""
+    """The Source that reads ``member`` (its expander's config, or its trajectory as ``trajscale.run`` opens it):
+    its files meet the run's storage options here, on the root or in the worker its task went to."""
     if member.source is not None:
         return source_from_config(dict(member.source))
-    return open_source(member.run_trajectory(), member.topology, group=options.group,
-                       assume_units=options.assume_units, continuous=options.continuous,
-                       storage_options=options.storage_options)
+    where = [Location(t, options.storage_options) for t in member.trajectory]
+    return open_source(where if len(where) > 1 else where[0], member.topology, group=options.group,
+                       assume_units=options.assume_units, continuous=options.continuous)
 
 
 class SharedTopologies:
@@ -40,10 +40,10 @@ class SharedTopologies:
     #: The analysis that maps a member's frames and its preparation: the run's, or the group of those that kept it.
     runs = staticmethod(for_member)
 
-    def __init__(self, storage_options: Mapping | None = None) -> None:
+    def __init__(self, run: RunOptions | None = None) -> None:
         self._shared: dict[str, object] = {}
         self._at_hand: dict[str, object] = {}   # (topology -> the file parsed, held in use while members share it)
-        self._options = storage_options   # (a topology behind a URL is read with the run's options)
+        self._options = run.storage_options if run else None   # (a topology behind a URL: the run's options)
 
     def prepare(self, analysis: Analysis, topology: str | None, source: Source) -> Prepared:
         from ..topology import CachedUniverse
@@ -92,7 +92,7 @@ def prepare_opened(spec: dict, analysis: Analysis, source: Source, opened) -> tu
     start, stop = frame_range(spec["start"], spec["stop"], source.n_frames, source.path)
     with _PREPARING:
         if opened.topologies is None:
-            opened.topologies = SharedTopologies(spec["storage_options"])
+            opened.topologies = SharedTopologies(RunOptions(storage_options=spec["storage_options"]))
         reuse, source.reuse_buffers = source.reuse_buffers, False   # a reference frame is kept: its own arrays
         try:
             prep = prepare_analysis(analysis, spec["topology"], source, opened.topologies)

@@ -87,7 +87,7 @@ def prepare_member(index: int, member: Member, analysis: Analysis, options: RunO
     source = open_member(member, options)
     try:
         start, stop = frame_range(options.start, options.stop, source.n_frames, source.path)
-        p = prepare_analysis(analysis, member.topology, source, topologies or SharedTopologies(options.storage_options))
+        p = prepare_analysis(analysis, member.topology, source, topologies or SharedTopologies(options))
         read = MemberRead(member=index, offset=0, n=len(range(start, stop, options.step)), start=start,
                           step=options.step, source=source.get_config(), atoms=p.prepared.atoms, path=source.path)
         return MemberJob(index, member, read, p.prepared, p.frame_bytes + p.held_bytes,
@@ -110,7 +110,7 @@ def prepare_members(members: list[tuple[int, Member]], analysis: Analysis, optio
     """Each of ``members`` (``(index, member)``) prepared, or refused with the reason; ``topologies``: what
     members prepared before share with these."""
     jobs, refused = [], []
-    topologies = topologies if topologies is not None else SharedTopologies(options.storage_options)
+    topologies = topologies if topologies is not None else SharedTopologies(options)
     for index, member in members:
         try:
             jobs.append(prepare_member(index, member, analysis, options, topologies))

@@ -22,8 +22,7 @@ from ..engine import Round, Rounds
 from ..errors import ConfigError, TrajscaleError
 from ..executor_registry import executor_traits
 from ..runspec import JobFacts, RunOptions
-from ..sources import reader_modules
-from ..sources.locations import Location
+from ..sources import config_location, reader_modules
 from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member, kept_group, kept_state
 from .catalog import Ensemble
@@ -72,7 +71,7 @@ class EnsembleRounds(Rounds):
         self._ahead = None   # the next round's preparation, under way while a round runs (a Future)
         self._preparer = None   # the thread that prepares it
         self._offset = 0   # where the next member's frames begin on the axis
-        self._topologies = SharedTopologies(options.storage_options)
+        self._topologies = SharedTopologies(options)
         self._todo = array("q")   # the members to run, by index (numbers: a member is made when its round is)
         self._todo_sizes = array("q")   # their bytes on disk (0: not known)
         self._n_tasks = 1   # tasks a round is cut into (what makes a member short enough for its worker)
@@ -107,9 +106,9 @@ class EnsembleRounds(Rounds):
     def _readers(self) -> list[str]:
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
-            t = m.trajectory[0]
-            kind = (m.source["kind"] if m.source is not None else None, os.path.splitext(t)[1].lower(),
-                    Location(t).worker_modules())   # (what a read imports)
+            where = m.locations()[0]
+            kind = (m.source["kind"] if m.source is not None else None, os.path.splitext(where.where)[1].lower(),
+                    where.worker_modules())   # (what a read imports)
             if kind in seen:
                 continue
             seen.add(kind)
@@ -323,8 +322,8 @@ def _member_readers(member) -> tuple[str, ...]:
     from ..sources.registry import fetched_modules, source_class
 
     cls = source_class(member.source["kind"])
-    path = str(member.source.get("path") or member.trajectory[0])
-    return (cls.__module__, *cls.worker_modules, *Location(path).worker_modules(fetched_modules(path)))
+    where = config_location(member.source) if member.source.get("path") else member.locations()[0]
+    return (cls.__module__, *cls.worker_modules, *where.worker_modules(fetched_modules(where.where)))
 
 
 def _file_size(member) -> int:
@@ -339,9 +338,9 @@ def _file_size(member) -> int:
         except TrajscaleError:   # (an unknown kind: refused where the member is opened)
             return 0
     total = 0
-    for t in member.trajectory:
+    for where in member.locations():
         try:
-            total += Location(t).size
+            total += where.size
         except TrajscaleError:
             pass
     return total
@@ -349,7 +348,7 @@ def _file_size(member) -> int:
 
 def _fetched(member) -> bool:
     """Whether ``member``'s bytes come through a network client (one a forked worker must not inherit)."""
-    return any(Location(t).costs_request for t in member.trajectory)
+    return any(where.costs_request for where in member.locations())
 
 
 def _aggregate_part(analysis, partial, prepared: Prepared):

@@ -20,6 +20,7 @@ from MDAnalysis.lib.util import store_init_arguments
 
 from ..block import Block
 from ..errors import TrajscaleError
+from ..storage.location import Location
 from ..util import file_identity
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,8 @@ class Reader(ReaderBase):
         self._files = _paths(filename)
         self.filename = self._files[0] if len(self._files) == 1 else self._files
         self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
-                         "assume_units": assume_units, "continuous": bool(continuous),
-                         "storage_options": dict(storage_options or {})}
+                         "assume_units": assume_units, "continuous": bool(continuous)}
+        self._where = [Location(f, storage_options) for f in self._files]
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None
@@ -105,10 +106,10 @@ class Reader(ReaderBase):
             self._open_growing()
             return
         try:
-            self._source = open_source(self._files if len(self._files) > 1 else self._files[0],
+            self._source = open_source(self._where if len(self._where) > 1 else self._where[0],
                                        opts["topology"], group=opts["group"], assume_units=opts["assume_units"],
                                        comm=self._comm, driver="mpio" if self._comm is not None else None,
-                                       continuous=opts["continuous"], storage_options=opts["storage_options"])
+                                       continuous=opts["continuous"])
         except TrajscaleError as exc:
             raise IOError(str(exc)) from None
         if "position" not in self._source.fields:

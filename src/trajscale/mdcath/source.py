@@ -50,12 +50,11 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 
 log = logging.getLogger(__name__)
 
-def ensemble_members(location, base):
+def ensemble_members(where: Location, base):
     """The members an mdCATH file holds, one per temperature and replica (named ``{base}/{T}/{replica}``,
     labelled ``domain``, ``temperature``, ``replica``), each with its checked Source config; None: not mdCATH."""
     import dataclasses
 
-    where = Location.of(location)
     path, only = split_member(where.where)
     store = where.at(path).store()
     try:

@@ -258,15 +258,13 @@ class FeatureStream:
 
     def trajectories(self) -> Iterator[FeatureTrajectory]:
         """Each finished member's features, one run of ``members_per_run`` members at a time."""
-        from ..ensemble import Ensemble
         from ..ensemble.prepare import Refusal
         from ..ensemble.run import run_ensemble
 
         self.refused = []
         members = self.ensemble.members
         for a in range(0, len(members), self.members_per_run):
-            part = Ensemble(members[a:a + self.members_per_run], origin=self.ensemble.origin,
-                            storage_options=self.ensemble.storage_options)
+            part = self.ensemble[a:a + self.members_per_run]
             try:
                 result = run_ensemble(self.analysis, part, storage_options=self.storage_options,
                                       **self.run_options)

@@ -55,7 +55,7 @@ def reader_modules(trajectories) -> tuple[str, ...]:
     :attr:`~.base.Source.worker_modules`, plus, for a URL, the store's and the format's fetched modules."""
     from .registry import by_name, fallback_source, fetched_modules
 
-    paths = [str(trajectories)] if isinstance(trajectories, (str, Path)) else [str(t) for t in trajectories]
+    paths = [str(trajectories)] if isinstance(trajectories, (str, os.PathLike)) else [str(t) for t in trajectories]
     found: list[str] = []
     for p in paths:
         match = by_name(p)

@@ -42,13 +42,12 @@ MAX_OPEN = 64
 MAX_ATOMS = 2**31 - 1
 
 
-def index_path(location: str | os.PathLike | Location) -> Location | None:
+def index_path(location: Location) -> Location | None:
     """The index file behind ``location`` (the file or object itself, or a folder's ``index.json``); None if
     neither."""
-    where = Location.of(location)
-    if where.identity is not None:
-        return where
-    inside = where.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
+    if location.identity is not None:
+        return location
+    inside = location.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
     return inside[0] if inside else None
 
 
