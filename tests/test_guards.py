@@ -776,3 +776,38 @@ def test_calls_pass_a_location(capsys):
         print(f"\n{passing} of {len(calls)} calls of location-taking functions outside storage/ pass a Location "
               f"({passing / len(calls):.0%})")
     assert passing >= LOCATION_FLOOR * len(calls), "\n".join(str(c) for c in calls if not c.passes)
+
+
+LOCATION_PACKAGE = {
+    "storage/location.py": "class Location:\n    pass\n\n\ndef at_hand(location: Location, cache=None):\n    pass",
+    "sources/opener.py": "from ..storage.location import Location\n\n\n"
+                         "def open_it(location: Location, request=None):\n    pass\n\n\n"
+                         "def old_open(path, storage_options=None):\n    pass\n\n\n"
+                         "def found(text) -> Location:\n    return Location(text)",
+}
+#: (a caller's text, whether its last call passes a Location)
+LOCATION_CALLS = [
+    ("def f(path, options):\n    open_it(path)", False),   # a path where a Location is taken
+    ("def f(path, options):\n    old_open(path, storage_options=options)", False),   # the old split form
+    ("def f(where: Location, options):\n    old_open(where, storage_options=options)", False),   # options beside
+    ("def f(path, options):\n    open_it(Location(path, options))", False),   # remade here, not at a boundary
+    ("def f(path):\n    where = Location(path)\n    open_it(where)", False),   # the same, through a name
+    ("def f(path):\n    from ..storage import location\n    location.at_hand(path)", False),   # a module's function
+    ("def f(where: Location):\n    open_it(where)", True),   # received as one
+    ("def f(where: Location):\n    open_it(where.beside('top.pdb'))", True),   # derived from one
+    ("def f(parts: list[Location]):\n    for p in parts:\n        open_it(p)", True),   # one of a list received
+    ("def f(text):\n    open_it(found(text))", True),   # what a function says it returns
+    ("def open_source(path, options):\n    open_it(Location(path, options))", True),   # made at a boundary
+]
+
+
+@pytest.mark.parametrize(("text", "passes"), LOCATION_CALLS)
+def test_each_call_is_counted_as_it_passes_a_location_or_not(tmp_path, text, passes):
+    for rel, code in {**LOCATION_PACKAGE, "sources/__init__.py": "from .opener import *\nfrom .opener import Location"
+                      ", found, old_open, open_it\n\n\n" + text}.items():
+        path = tmp_path / "trajscale" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code + "\n")
+    calls = [c for c in location_calls(read_tree(tmp_path / "trajscale")) if c.rel == "sources/__init__.py"]
+    last = max(calls, key=lambda c: c.line)
+    assert last.passes is passes, calls
