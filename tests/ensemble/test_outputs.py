@@ -195,11 +195,12 @@ def test_a_label_has_one_type_in_the_table_the_arrays_and_the_training_data(tmp_
     from trajscale.ml import EnsembleDataset
 
     tiny_ensemble(tmp_path, 4)
-    labels = [{"flag": i % 2 == 0, "k": i, "temp": 300.5 + i, "system": "abc"[i % 3]} for i in range(4)]
+    labels = [{"flag": i % 2 == 0, "k": i, "temp": 300.5 + i, "system": "abc"[i % 3], "big": 10**30 if i else 1}
+              for i in range(4)]   # (a whole number beyond int64's: text, not an overflow)
     ens = ts.Ensemble([Member(f"m{i}", (str(tmp_path / f"t{i:05d}.xtc"),), str(tmp_path / "top.pdb"), labels[i])
                        for i in range(4)], origin="typed")
     r = ts.run(ts.Distances(**DIST), ens, executor="serial", results=tmp_path / "res")
-    want = {"flag": "bool", "k": "int64", "temp": "float64", "system": "text"}
+    want = {"flag": "bool", "k": "int64", "temp": "float64", "system": "text", "big": "text"}
 
     def kind(dtype) -> str:
         return "text" if dtype.kind in "OU" else str(dtype)
@@ -220,4 +221,4 @@ def test_a_label_has_one_type_in_the_table_the_arrays_and_the_training_data(tmp_
         [[lab[k] for lab in labels] for k in want]
     assert {k: kind(np.asarray(sample[k]).dtype) if not isinstance(sample[k], list) else "text" for k in want} == want
     header, first = r.save(tmp_path / "d.csv").read_text().splitlines()[:2]
-    assert header.split(",")[1:5] == list(want) and first.split(",")[1:5] == ["True", "0", "300.5", "a"]
+    assert header.split(",")[1:6] == list(want) and first.split(",")[1:6] == ["True", "0", "300.5", "a", "1"]

@@ -53,9 +53,10 @@ TEXT = np.dtype(object)
 def label_dtype(values) -> np.dtype:
     """A label column's type, one rule for the table, the padded arrays and the ML datasets: bool where every
     value is true/false, int64 where every one is a whole number, float64 where every one is a number, else
-    :data:`TEXT` (also where a member lacks the label, None: only the table holds such gaps, as nulls)."""
-    kinds = {np.dtype(type(v)).kind if isinstance(v, int | float | np.bool_ | np.integer | np.floating) else "O"
-             for v in values}
+    :data:`TEXT` (also where a member lacks the label, None: only the table holds such gaps, as nulls; or where a
+    whole number is beyond int64's)."""
+    kinds = {np.dtype(type(v)).kind if isinstance(v, float | np.bool_ | np.number) or isinstance(v, int)
+             and -2**63 <= v < 2**63 else "O" for v in values}
     for dtype, allowed in ((bool, "b"), (np.int64, "iu"), (np.float64, "iuf")):
         if kinds and kinds <= set(allowed):
             return np.dtype(dtype)
@@ -65,12 +66,12 @@ def label_dtype(values) -> np.dtype:
 def label_kinds(members, names) -> dict[str, tuple]:
     """How each label column is held: ``("number", dtype)`` (:func:`label_dtype`'s) where every member has one,
     ``("object", dtype)`` where some lack it (nulls), else ``("text", None)`` (coded)."""
-    seen: dict[str, dict] = {n: {} for n in names}   # (a value of each type: all label_dtype looks at)
-    for m in members:
-        for n, one in seen.items():
-            one.setdefault(type(m.labels.get(n)), m.labels.get(n))
-    dtypes = {n: label_dtype(v for v in one.values() if v is not None) for n, one in seen.items()}
-    return {n: ("text", None) if d == TEXT else ("object" if type(None) in seen[n] else "number", d)
+    columns: dict[str, list] = {n: [] for n in names}
+    for m in members:   # (once: a member of a large ensemble's columns is made when asked for)
+        for n, values in columns.items():
+            values.append(m.labels.get(n))
+    dtypes = {n: label_dtype(v for v in values if v is not None) for n, values in columns.items()}
+    return {n: ("text", None) if d == TEXT else ("object" if None in columns[n] else "number", d)
             for n, d in dtypes.items()}
 
 
