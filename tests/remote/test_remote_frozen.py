@@ -87,19 +87,12 @@ def target(s3_server, adk_stores, nginx, request):
     return lambda where, emulator=None: _Target(where, name, s3_server, adk_stores, nginx, emulator)
 
 
-class _Run:
-    """``trajscale run rmsd`` of a URL through ``proxy`` in a subprocess, its stderr's lines timed as they come."""
+class Watched:
+    """A command in a subprocess, its stderr's lines timed as they come (the outage tests' runs too)."""
 
-    def __init__(self, url, options, executor, folder, env) -> None:
-        folder.mkdir(exist_ok=True)
+    def __init__(self, cmd: list[str], env: dict, folder=None) -> None:
         self.folder = folder
-        opts = [x for o in options for x in ("--storage-option", o)]
-        workers = ["-n", "2"] if executor in ("processes", "dask") else []
-        launch = [mpiexec(), "-n", "2"] if executor == "mpi" else []   # two ranks, as a user starts them
-        self.cmd = [*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", TPR, url, "--out",
-                    str(folder / "remote.csv"), "--report", str(folder / "report.json"), "--select", "name CA",
-                    "--executor", executor, *workers, "--max-block-mb", "0.6", "--no-progress", *opts]
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[tuple[float, str]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -107,6 +100,10 @@ class _Run:
     def _read(self) -> None:
         for line in self.proc.stderr:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    @property
+    def texts(self) -> list[str]:
+        return [line for _, line in self.lines]
 
     def wait_for(self, ready, what: str) -> float:
         """Wait until ``ready()`` (the process still running): the time it was seen."""
@@ -129,7 +126,7 @@ class _Run:
         return t
 
     def said(self) -> str:
-        return "\n".join(line for _, line in self.lines)
+        return "\n".join(self.texts)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -138,6 +135,17 @@ class _Run:
 
     def left_nothing(self) -> None:
         assert sorted(p.name for p in self.folder.iterdir()) == [], list(self.folder.iterdir())
+
+
+def _run(url, options, executor, folder, env) -> Watched:
+    """``trajscale run rmsd`` of a URL through a proxy, its outputs under ``folder``."""
+    folder.mkdir(exist_ok=True)
+    opts = [x for o in options for x in ("--storage-option", o)]
+    workers = ["-n", "2"] if executor in ("processes", "dask") else []
+    launch = [mpiexec(), "-n", "2"] if executor == "mpi" else []   # two ranks, as a user starts them
+    return Watched([*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", TPR, url, "--out",
+                    str(folder / "remote.csv"), "--report", str(folder / "report.json"), "--select", "name CA",
+                    "--executor", executor, *workers, "--max-block-mb", "0.6", "--no-progress", *opts], env, folder)
 
 
 @pytest.mark.parametrize("where, executor", [("s3", "serial"), ("https", "processes"),
@@ -151,7 +159,7 @@ def test_a_server_frozen_mid_run_ends_it_within_retry_seconds(target, s3_server,
     there = target(where)
     proxy = TcpProxy("127.0.0.1", there.port)
     proxy.freeze_after(FREEZE_AFTER)
-    run = _Run(there.url(proxy), [*there.options(proxy), f"retry_seconds={RETRY_SECONDS}", "timeout=1",
+    run = _run(there.url(proxy), [*there.options(proxy), f"retry_seconds={RETRY_SECONDS}", "timeout=1",
                                "max_concurrency=1"], executor, tmp_path / "run", s3_server.subprocess_env())
     try:
         frozen = run.wait_for(lambda: proxy.frozen, "the freeze")
@@ -159,7 +167,7 @@ def test_a_server_frozen_mid_run_ends_it_within_retry_seconds(target, s3_server,
     finally:
         run.kill()
         proxy.close()
-    lines = [line for _, line in run.lines]
+    lines = run.texts
     assert run.proc.returncode not in (0, None), run.said()
     # (under MPI too: the ranks share the outage as they share a stop, and rank 0 says it, with no abort)
     assert len(lines) == 1 and f"did not answer in {RETRY_SECONDS} s" in lines[0], run.said()
@@ -178,7 +186,7 @@ def test_a_stop_signal_ends_a_run_waiting_on_a_frozen_server(target, s3_server, 
     there = target(where)
     proxy = TcpProxy("127.0.0.1", there.port)
     proxy.freeze_after(FREEZE_AFTER)
-    run = _Run(there.url(proxy), [*there.options(proxy), "retry_seconds=60", "timeout=20"], executor,
+    run = _run(there.url(proxy), [*there.options(proxy), "retry_seconds=60", "timeout=20"], executor,
                tmp_path / "run", s3_server.subprocess_env())
     try:
         run.wait_for(lambda: proxy.frozen, "the freeze")
@@ -207,7 +215,7 @@ def test_a_refused_object_ends_the_process_at_once(target, s3_server, tmp_path, 
     proxy = TcpProxy("127.0.0.1", there.port)
     proxy.freeze_after(FREEZE_AFTER)
     other = os.urandom(7_000_000)   # another object under the same name: another size, another ETag
-    run = _Run(there.url(proxy), [*there.options(proxy), "retry_seconds=30", "max_concurrency=2"], "serial",
+    run = _run(there.url(proxy), [*there.options(proxy), "retry_seconds=30", "max_concurrency=2"], "serial",
                tmp_path / "run", s3_server.subprocess_env())
     try:
         run.wait_for(lambda: proxy.frozen, "the freeze")
@@ -224,8 +232,9 @@ def test_a_refused_object_ends_the_process_at_once(target, s3_server, tmp_path, 
     run.left_nothing()
 
 
-#: Rounds of the soak below (``TRAJSCALE_FROZEN_SOAK=10``); 0, its default, skips it: it is a release check
-#: of the bounds above on every store (about a minute a round), not a test for every change.
+#: Rounds of the soak below and of an ensemble's (test_remote_outage.py) (``TRAJSCALE_FROZEN_SOAK=10 pytest
+#: tests/remote -k soak``); 0, its default, skips them: a release check of the bounds above on every store and
+#: executor (about a minute a round), not a test for every change.
 SOAK = int(os.environ.get("TRAJSCALE_FROZEN_SOAK", "0"))
 
 
@@ -254,7 +263,7 @@ def test_frozen_server_soak(target, s3_server, tmp_path, where):
                 proxy.freeze_after(FREEZE_AFTER)
                 opts = ["retry_seconds=60", "timeout=20"] if stop else \
                     [f"retry_seconds={RETRY_SECONDS}", "timeout=1", "max_concurrency=1"]
-                run = _Run(there.url(proxy), [*there.options(proxy), *opts], "serial", tmp_path / f"r{k}{stop}",
+                run = _run(there.url(proxy), [*there.options(proxy), *opts], "serial", tmp_path / f"r{k}{stop}",
                            s3_server.subprocess_env())
                 try:
                     frozen = run.wait_for(lambda p=proxy: p.frozen, "the freeze")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from tests.support.ensembles import tiny_ensemble
 
 from .conftest import BUCKET
 from .stores import TcpProxy
+from .test_remote_frozen import BOUNDED, SOAK, Watched
 
 pytestmark = [pytest.mark.remote]
 
@@ -29,11 +29,9 @@ RETRY_SECONDS, TIMEOUT = 4, 2
 SLACK = 3.0
 #: Seconds a stop signal may take to end the process: 2 s, and 2 s more for a loaded 2-core machine.
 EXIT_S = 4.0
-#: Seconds any run here may take at all (a hang fails the test, not the suite).
-BOUNDED = 120
 #: The status of a run stopped by its server's outage.
 EXIT_OUTAGE = 9
-#: Members of the ensemble (``TRAJSCALE_OUTAGE_MEMBERS=60`` for a release check: each costs a loaded machine).
+#: Members of the ensemble (the release check's soak below runs 60: each costs a loaded machine).
 MEMBERS = int(os.environ.get("TRAJSCALE_OUTAGE_MEMBERS", "16"))
 
 
@@ -135,36 +133,11 @@ def _uploaded(s3_server, tmp_path, prefix: str, n: int) -> str:
     return str(catalog.parent / "top.pdb")
 
 
-class _Run:
-    """``trajscale run rmsd --ensemble`` in a subprocess, its stderr's lines kept as they come."""
-
-    def __init__(self, args: list[str], env: dict) -> None:
-        launch = [mpiexec(), "-n", "2"] if "mpi" in args else []   # (two ranks, as a user starts them)
-        cmd = [*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--select", "all", "--no-progress",
-               *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(x.rstrip("\n") for x in self.proc.stderr),
-                                        daemon=True)
-        self._reader.start()
-
-    def wait_for(self, ready, what: str) -> float:
-        end = time.monotonic() + BOUNDED
-        while not ready():
-            assert self.proc.poll() is None, f"the run ended before {what}: {self.lines}"
-            assert time.monotonic() < end, f"no {what} in {BOUNDED} s"
-            time.sleep(0.01)
-        return time.monotonic()
-
-    def ended(self) -> float:
-        try:
-            self.proc.wait(timeout=BOUNDED)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            pytest.fail(f"the run did not end in {BOUNDED} s: {self.lines}")
-        t = time.monotonic()
-        self._reader.join(10)
-        return t
+def _run(args: list[str], env: dict) -> Watched:
+    """``trajscale run rmsd --ensemble`` in a subprocess."""
+    launch = [mpiexec(), "-n", "2"] if "mpi" in args else []   # (two ranks, as a user starts them)
+    return Watched([*launch, sys.executable, "-m", "trajscale.cli.main", "run", "rmsd", "--select", "all",
+                    "--no-progress", *args], env)
 
 
 def _ensemble_args(prefix: str, top: str, folder, out, endpoint: str, executor: str) -> list[str]:
@@ -175,54 +148,100 @@ def _ensemble_args(prefix: str, top: str, folder, out, endpoint: str, executor: 
             "--storage-option", f"timeout={TIMEOUT}"]
 
 
-@pytest.mark.cli
-@pytest.mark.slow(seconds=30)
-@pytest.mark.parametrize("executor", ["serial", "processes", "dask", pytest.param("mpi", marks=pytest.mark.mpi)])
-def test_a_frozen_server_stops_an_ensemble_once_and_resume_goes_on(s3_server, tmp_path, executor):
-    """The server freezes once the run has saved its first trajectories: the run ends within ``retry_seconds``
-    and a try's timeout (and a loaded machine's exit) of the freeze, not once per member left; with its own
-    exit status and one line naming the server, the trajectories done and the folder; no trajectory refused,
-    no ``--out`` written. Thawed, ``--resume`` ends with an output byte for byte that of a run never frozen."""
+def _frozen(s3_server, proxy, prefix: str, top: str, res, out, executor: str, members: int) -> dict:
+    """A run of the ensemble whose server ``proxy`` freezes once two trajectories are saved: what it did."""
     from trajscale.ensemble.saved import saved_names
 
-    prefix = f"outage-{executor}"
-    top = _uploaded(s3_server, tmp_path, prefix, MEMBERS)
-    proxy = TcpProxy("127.0.0.1", int(s3_server.endpoint.rsplit(":", 1)[1]))
     env = {**s3_server.subprocess_env(), "TRAJSCALE_TEST_SLOW_READ": "0.3"}   # each task's read: time to freeze
-    res, out = tmp_path / "res", tmp_path / "resumed.csv"
-    run = _Run(_ensemble_args(prefix, top, res, out, f"http://{proxy.address}", executor), env)
+    run = _run(_ensemble_args(prefix, top, res, out, f"http://{proxy.address}", executor), env)
     try:
         run.wait_for(lambda: len(saved_names(res)) >= 2 if res.is_dir() else False, "two trajectories saved")
         proxy.freeze()
         frozen = time.monotonic()
         took = run.ended() - frozen
-        done = len(saved_names(res))
-        print(f"{executor}: ended {took:.2f} s after the freeze, {done} of {MEMBERS} trajectories done")
-        assert run.proc.returncode == EXIT_OUTAGE, run.lines
-        assert len(run.lines) == 1, run.lines
-        line = run.lines[0]
-        assert f"s3://{BUCKET}: did not answer in {RETRY_SECONDS} s" in line, line
-        assert f"{done} trajectories done and kept in {res}; --resume goes on" in line, line
-        assert 2 <= done < MEMBERS, line
-        assert took < RETRY_SECONDS + TIMEOUT + SLACK, f"ended {took:.1f} s after the freeze: {line}"
-        with open(res / "refused.csv", newline="") as fh:
-            assert list(csv.DictReader(fh)) == [], "a trajectory was refused for the server's outage"
-        assert not out.exists()
+    finally:
+        run.kill()
+    with open(res / "refused.csv", newline="") as fh:
+        refused = len(list(csv.DictReader(fh)))
+    return {"took": took, "exit": run.proc.returncode, "lines": run.texts, "done": len(saved_names(res)),
+            "refused": refused, "out": out.exists(), "members": members, "res": res}
 
+
+def _stopped_once(ran: dict) -> None:
+    """The frozen run ended as the server's outage, once: its own exit status and one line naming the server,
+    the trajectories done and the folder, within ``retry_seconds`` and a try's timeout (and a loaded machine's
+    exit) of the freeze, no trajectory refused, no ``--out`` written."""
+    lines, done = ran["lines"], ran["done"]
+    assert ran["exit"] == EXIT_OUTAGE and len(lines) == 1, ran
+    assert f"s3://{BUCKET}: did not answer in {RETRY_SECONDS} s" in lines[0], ran
+    assert f"{done} trajectories done and kept in {ran['res']}; --resume goes on" in lines[0], ran
+    assert 2 <= done < ran["members"], ran
+    assert ran["took"] < RETRY_SECONDS + TIMEOUT + SLACK, f"ended {ran['took']:.1f} s after the freeze: {ran}"
+    assert ran["refused"] == 0, f"a trajectory was refused for the server's outage: {ran}"
+    assert not ran["out"], ran
+
+
+@pytest.mark.cli
+@pytest.mark.slow(seconds=30)
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_a_frozen_server_stops_an_ensemble_once_and_resume_goes_on(s3_server, tmp_path, executor):
+    """The server freezes once the run has saved its first trajectories: the run stops once
+    (:func:`_stopped_once`), not once per member left. Thawed, ``--resume`` ends with an output byte for byte
+    that of a run never frozen."""
+    prefix = f"outage-{executor}"
+    top = _uploaded(s3_server, tmp_path, prefix, MEMBERS)
+    proxy = TcpProxy("127.0.0.1", int(s3_server.endpoint.rsplit(":", 1)[1]))
+    res, out = tmp_path / "res", tmp_path / "resumed.csv"
+    try:
+        ran = _frozen(s3_server, proxy, prefix, top, res, out, executor, MEMBERS)
+        print(f"{executor}: ended {ran['took']:.2f} s after the freeze, {ran['done']} of {MEMBERS} done")
+        _stopped_once(ran)
         proxy.thaw()
-        again = _Run([*_ensemble_args(prefix, top, res, out, f"http://{proxy.address}", executor), "--resume"],
+        again = _run([*_ensemble_args(prefix, top, res, out, f"http://{proxy.address}", executor), "--resume"],
                      s3_server.subprocess_env())
         again.ended()
     finally:
         proxy.close()
-    assert again.proc.returncode == 0, again.lines
+    assert again.proc.returncode == 0, again.texts
     whole = tmp_path / "whole.csv"
-    ref = _Run(_ensemble_args(prefix, top, tmp_path / "whole-res", whole, s3_server.endpoint, "serial"),
+    ref = _run(_ensemble_args(prefix, top, tmp_path / "whole-res", whole, s3_server.endpoint, "serial"),
                s3_server.subprocess_env())
     ref.ended()
-    assert ref.proc.returncode == 0, ref.lines
+    assert ref.proc.returncode == 0, ref.texts
     assert out.read_bytes() == whole.read_bytes()
     assert len(out.read_text().splitlines()) == 1 + 2 * MEMBERS
+
+
+#: Members of the ensemble in the release check's rounds.
+SOAK_MEMBERS = 60
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["serial", "processes", "dask", pytest.param("mpi", marks=pytest.mark.mpi)])
+def test_frozen_server_soak_of_an_ensemble(s3_server, tmp_path, executor):
+    """The release check's rounds (``TRAJSCALE_FROZEN_SOAK=10``, as the single runs' soak) of a 60-member
+    ensemble whose server freezes: every round stops once (:func:`_stopped_once`); each round's seconds after
+    the freeze, exit status and refused count are printed."""
+    if not SOAK:
+        pytest.skip("a release check: TRAJSCALE_FROZEN_SOAK=10 runs it")
+    prefix = f"soak-{executor}"
+    top = _uploaded(s3_server, tmp_path, prefix, SOAK_MEMBERS)
+    rounds = []
+    for k in range(SOAK):
+        proxy = TcpProxy("127.0.0.1", int(s3_server.endpoint.rsplit(":", 1)[1]))
+        try:
+            ran = _frozen(s3_server, proxy, prefix, top, tmp_path / f"res{k}", tmp_path / f"out{k}.csv", executor,
+                          SOAK_MEMBERS)
+        finally:
+            proxy.close()
+        rounds.append(ran)
+        print(f"{executor} round {k}: ended {ran['took']:.2f} s after the freeze, exit {ran['exit']}, "
+              f"{ran['refused']} refused, {ran['done']} of {SOAK_MEMBERS} done", flush=True)
+    for ran in rounds:
+        _stopped_once(ran)
+    print(f"{executor}: {SOAK} rounds of {SOAK_MEMBERS} members; ended at most "
+          f"{max(r['took'] for r in rounds):.2f} s after the freeze (bound {RETRY_SECONDS + TIMEOUT + SLACK:.0f} s)")
 
 
 @pytest.mark.cli
@@ -238,17 +257,17 @@ def test_a_stop_signal_ends_a_listing_of_a_frozen_server(s3_server, tmp_path, ex
     args = _ensemble_args("outage-listing", str(tmp_path / "top.pdb"), res, tmp_path / "out.csv",
                           f"http://{proxy.address}", executor)
     args += ["--storage-option", "retry_seconds=60", "--storage-option", "timeout=20"]
-    run = _Run(args, s3_server.subprocess_env())
+    run = _run(args, s3_server.subprocess_env())
     try:
         run.wait_for(lambda: proxy.connections > 0, "the listing's request")
         time.sleep(2)
-        assert run.proc.poll() is None, run.lines
+        assert run.proc.poll() is None, run.texts
         sent = time.monotonic()
         run.proc.send_signal(signal.SIGTERM)
         took = run.ended() - sent
     finally:
         proxy.close()
-    said = "\n".join(run.lines)
+    said = "\n".join(run.texts)
     assert took < EXIT_S, f"ended {took:.1f} s after SIGTERM: {said}"
     # (MPICH's mpiexec, signalled itself, exits 0 or the ranks' 143 as its forwarding races their exit)
     assert run.proc.returncode in ((143, 0) if executor == "mpi" else (143,)), said
@@ -262,7 +281,7 @@ def test_a_listing_of_a_frozen_server_is_bounded_by_its_outage_clock(s3_server, 
     server's outage (its own exit status, one line), not as a bad input."""
     proxy = TcpProxy("127.0.0.1", int(s3_server.endpoint.rsplit(":", 1)[1]))
     proxy.freeze()
-    run = _Run(_ensemble_args("outage-listing", str(tmp_path / "top.pdb"), tmp_path / "res", tmp_path / "out.csv",
+    run = _run(_ensemble_args("outage-listing", str(tmp_path / "top.pdb"), tmp_path / "res", tmp_path / "out.csv",
                               f"http://{proxy.address}", "serial"), s3_server.subprocess_env())
     try:
         run.wait_for(lambda: proxy.connections > 0, "the listing's request")
@@ -270,8 +289,8 @@ def test_a_listing_of_a_frozen_server_is_bounded_by_its_outage_clock(s3_server, 
         took = run.ended() - started
     finally:
         proxy.close()
-    assert run.proc.returncode == EXIT_OUTAGE and len(run.lines) == 1, run.lines
-    assert f"s3://{BUCKET}: did not answer in {RETRY_SECONDS} s" in run.lines[0], run.lines
+    assert run.proc.returncode == EXIT_OUTAGE and len(run.texts) == 1, run.texts
+    assert f"s3://{BUCKET}: did not answer in {RETRY_SECONDS} s" in run.texts[0], run.texts
     assert took < RETRY_SECONDS + TIMEOUT + SLACK, f"ended {took:.1f} s after its listing began"
 
 
