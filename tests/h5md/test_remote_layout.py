@@ -24,6 +24,7 @@ from trajscale.h5md.layout import (
     Layout,
     plan_remote_frames_per_chunk,
 )
+from trajscale.storage.bytestore import Validator
 
 MiB = 1024**2
 #: The first range request of a remote reader (and the block its HDF5 metadata cache reads by).
@@ -237,6 +238,8 @@ class CountingStore:
 
     #: (as an object's: ranges this close are one request, and no local descriptor to gather from)
     merge_gap = 64 * 1024
+    #: (as a replacement it would not see: its file object's blocks are its own, each store counts from none)
+    validator = Validator("size", False, "a test's store")
 
     def descriptor(self) -> None:
         return None

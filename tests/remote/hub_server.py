@@ -20,7 +20,8 @@ A gated repository answers ``401`` without a token and ``403`` with one it does 
 GatedRepo``); a missing repository, revision or file ``404`` with the Hub's ``X-Error-Code``. ``throttle_every=N``
 answers every Nth request of either server ``429`` with ``Retry-After``; ``delay`` seconds are slept before every
 answer. :attr:`HubServer.resolves` counts resolve requests by file, :attr:`HubServer.ranges` the storage
-server's reads, :attr:`HubServer.requests` every request, :attr:`HubServer.agents` them by ``User-Agent``.
+server's reads (:attr:`HubServer.range_log` each range, by path), :attr:`HubServer.requests` every request,
+:attr:`HubServer.agents` them by ``User-Agent``.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class HubServer:
         self.storage_bytes = 0
         self.resolves: collections.Counter = collections.Counter()
         self.agents: collections.Counter = collections.Counter()   # requests by User-Agent
-        self.range_log: list[tuple[int, int]] = []   # the ranges answered, in order
+        self.range_log: list[tuple[str, int, int]] = []   # the ranges answered, in order: (path, start, stop)
         self.authorizations: list[str] = []   # the Authorization headers the storage server was sent
         self._hub = _serve(self, _HubHandler)
         self._storage = _serve(self, _StorageHandler)
@@ -215,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.hub._lock:
             self.hub.storage_bytes += (b - a) * (self.command == "GET")
-            self.hub.range_log.append((a, b))
+            self.hub.range_log.append((urlsplit(self.path).path, a, b))
         self.answer(206, data[a:b], {**headers, "Content-Range": f"bytes {a}-{b - 1}/{len(data)}"})
 
 

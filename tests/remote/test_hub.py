@@ -5,6 +5,7 @@ redirect once whatever the number of ranges, and keeps to the Hub's manners (a t
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -129,6 +130,9 @@ def test_a_run_over_the_hub_gives_the_local_runs_bytes(hub, domains, local_resul
     assert sorted(resolves) == [f"{REPO}/data/mdcath_dataset_{d}.h5" for d in DOMAINS]
     assert max(resolves.values()) <= 2, resolves
     assert hub.ranges > 3 * sum(resolves.values()), (hub.ranges, resolves)
+    if executor == "serial":   # (listing the members, then preparing them: each file's metadata read once)
+        twice = [r for r, n in collections.Counter(hub.range_log).items() if n > 1]
+        assert twice == [], twice
 
 
 def test_a_gated_repository_wants_a_token_and_never_shows_it(hub, domains, local_result, tmp_path):

@@ -108,12 +108,13 @@ class _CountingFile(LocalFile):
         return super().read_ranges(ranges)
 
 
-def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path):
+def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path, monkeypatch):
     """A worker's file object given the bytes HDF5 read through the root's opens the file and reads its
     small datasets' attributes without asking its store for a byte; what they lack is fetched."""
     import h5py
     import numpy as np
 
+    from trajscale.storage import fileobj
     from trajscale.storage.fileobj import CachingFile
 
     path = str(tmp_path / "f.h5")
@@ -127,6 +128,7 @@ def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path):
     shipped = root.metadata()
     assert root_store.asked and 0 < sum(len(b) for _, b in shipped) < 64 * 1024   # the metadata, not the data
 
+    monkeypatch.setattr(fileobj, "_BLOCKS", fileobj._Blocks())   # (a worker is another process: none of the root's)
     worker_store = _CountingFile(path)
     worker = CachingFile(worker_store, block_bytes=4096, known=shipped)
     with h5py.File(worker, "r") as f:

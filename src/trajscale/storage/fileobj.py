@@ -1,8 +1,9 @@
 """A read-only file object over a byte store, through a block cache: what HDF5 reads its metadata with.
 
 HDF5 asks a file object for many small pieces (superblock, object headers, heaps, B-tree nodes), each a request
-over the network, so reads go by blocks of :data:`BLOCK_BYTES` in an LRU cache: a file's metadata is fetched
-once per process, its first block from the request that told its format.
+over the network, so reads go by blocks of :data:`BLOCK_BYTES` in one LRU cache of the process, by the object's
+identity: a file's metadata is fetched once per process however often it is opened (an ensemble's members
+listed, then prepared), its first block from the request that told its format.
 
 A format that can tell what HDF5 will read next asks for exactly those bytes ahead
 (:meth:`CachingFile.fetch_ahead`), kept as pieces of their own size, not whole blocks. This module knows nothing
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,7 +27,7 @@ from .objects import HEAD_BYTES, RemoteObject
 
 #: Bytes per cached block (the object's first request fetched the first one).
 BLOCK_BYTES = HEAD_BYTES
-#: Most bytes kept per file object.
+#: Most bytes of blocks kept by the process (every file object's together).
 CACHE_BYTES = 64 * 1024**2
 #: Most bytes of metadata a run ships to its workers (:meth:`CachingFile.metadata`) in every job's config.
 SHIP_BYTES = 1024**2
@@ -39,21 +41,51 @@ def _decoded(data) -> bytes:
     return base64.b64decode(data) if isinstance(data, str) else bytes(data)
 
 
+class _Blocks:
+    """The blocks file objects fetched, by (object, block size, index): at most :data:`CACHE_BYTES`, least
+    recently used out first."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> bytes | None:
+        with self._lock:
+            data = self._kept.get(key)
+            if data is not None:
+                self._kept.move_to_end(key)
+            return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        with self._lock:
+            old = self._kept.pop(key, None)
+            self._kept[key] = data
+            self._bytes += len(data) - (0 if old is None else len(old))
+            while self._bytes > CACHE_BYTES and len(self._kept) > 1:
+                self._bytes -= len(self._kept.popitem(last=False)[1])
+
+
+_BLOCKS = _Blocks()
+#: A file object over bytes whose replacement might go unseen keeps its blocks under a name of its own.
+_PRIVATE = itertools.count()
+
+
 class CachingFile(ReadOnlyFile):
     """A seekable, read-only file over ``store`` whose reads go through a cache of whole blocks."""
 
-    def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, cache_bytes: int = CACHE_BYTES,
-                 known: list | None = None, on_read: Callable[[CachingFile, bytes], None] | None = None) -> None:
+    def __init__(self, store: RemoteObject, block_bytes: int = BLOCK_BYTES, known: list | None = None,
+                 on_read: Callable[[CachingFile, bytes], None] | None = None) -> None:
         super().__init__()
         self.store = store
         self.block = int(block_bytes)
-        self.max_blocks = max(4, cache_bytes // self.block)
         self._pos = 0
         self.failure: Exception | None = None
-        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        # (blocks are shared by the file objects of one object only where every replacement of it is refused)
+        self._blocks_of = (tuple(store.identity) if store.validator.complete else (next(_PRIVATE),), self.block)
         self._lock = threading.Lock()
         if store.head and block_bytes == HEAD_BYTES:
-            self._blocks[0] = store.head
+            _BLOCKS.put((*self._blocks_of, 0), store.head)
         self.name = store.url
         #: pieces of the file known without a request ((start, bytes), by start): the preparing process's
         self._known = sorted((int(a), _decoded(data)) for a, data in known or () if len(data))
@@ -67,7 +99,7 @@ class CachingFile(ReadOnlyFile):
         self._pieces: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
         self._piece_starts: list[int] = []
         self._piece_bytes = 0
-        self._max_piece_bytes = max(self.block, cache_bytes // 4)
+        self._max_piece_bytes = max(self.block, CACHE_BYTES // 4)
         #: the format's look at each read fetched (not known): what it tells to fetch ahead
         self.on_read = on_read
 
@@ -110,17 +142,16 @@ class CachingFile(ReadOnlyFile):
         if data is not None:
             return data
         parts = []
-        with self._lock:
-            for k in range(start // self.block, (stop - 1) // self.block + 1):
-                blk = self._blocks.get(k)
-                lo, hi = max(start, k * self.block), min(stop, (k + 1) * self.block)
-                if blk is None:
-                    known = self._from_known(lo, hi)
-                    if known is None:
-                        return None
-                    parts.append(known)
-                else:
-                    parts.append(blk[lo - k * self.block:hi - k * self.block])
+        for k in range(start // self.block, (stop - 1) // self.block + 1):
+            blk = _BLOCKS.get((*self._blocks_of, k))
+            lo, hi = max(start, k * self.block), min(stop, (k + 1) * self.block)
+            if blk is None:
+                known = self._from_known(lo, hi)
+                if known is None:
+                    return None
+                parts.append(known)
+            else:
+                parts.append(blk[lo - k * self.block:hi - k * self.block])
         return b"".join(parts)
 
     def __repr__(self) -> str:   # h5py names a file object's file by its repr: the URL, in every message
@@ -222,27 +253,16 @@ class CachingFile(ReadOnlyFile):
         if data is not None:
             return data
         first, last = start // self.block, (stop - 1) // self.block
-        with self._lock:
-            missing = [k for k in range(first, last + 1) if k not in self._blocks]
+        blocks = {k: _BLOCKS.get((*self._blocks_of, k)) for k in range(first, last + 1)}
+        missing = [k for k, blk in blocks.items() if blk is None]
         if missing:
             size = self.store.size
             got = self.store.read_ranges([(k * self.block, min(size, (k + 1) * self.block)) for k in missing])
-            with self._lock:
-                for k, data in zip(missing, got, strict=True):
-                    self._blocks[k] = data
-        with self._lock:
-            parts = []
-            for k in range(first, last + 1):
-                blk = self._blocks.get(k)
-                if blk is None:   # evicted meanwhile by another thread: fetched again
-                    blk = self.store.read_ranges([(k * self.block, min(self.store.size, (k + 1) * self.block))])[0]
-                    self._blocks[k] = blk
-                self._blocks.move_to_end(k)
-                lo = start - k * self.block if k == first else 0
-                hi = stop - k * self.block if k == last else len(blk)
-                parts.append(blk[lo:hi])
-            while len(self._blocks) > self.max_blocks:
-                self._blocks.popitem(last=False)
+            for k, data in zip(missing, got, strict=True):
+                blocks[k] = data
+                _BLOCKS.put((*self._blocks_of, k), data)
+        parts = [blk[start - k * self.block if k == first else 0:stop - k * self.block if k == last else len(blk)]
+                 for k, blk in blocks.items()]
         return b"".join(parts)
 
     def flush(self) -> None:

@@ -111,7 +111,7 @@ class Fetched(FileView):
     def scan_source(self, block_bytes: int):
         from .fileobj import CachingFile
 
-        return CachingFile(self.store, block_bytes=block_bytes, cache_bytes=4 * block_bytes)
+        return CachingFile(self.store, block_bytes=block_bytes)
 
     def keeps(self, folder: str, kind: str, suffix: str) -> Path | None:
         from . import cache
