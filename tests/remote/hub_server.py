@@ -18,10 +18,10 @@ with an expiry :attr:`HubServer.ttl` seconds on; a URL expired or not signed by 
 
 A gated repository answers ``401`` without a token and ``403`` with one it does not know (``X-Error-Code:
 GatedRepo``); a missing repository, revision or file ``404`` with the Hub's ``X-Error-Code``. ``throttle_every=N``
-answers every Nth request of either server ``429`` with ``Retry-After``; ``delay`` seconds are slept before every
-answer. :attr:`HubServer.resolves` counts resolve requests by file, :attr:`HubServer.ranges` the storage
-server's reads (:attr:`HubServer.range_log` each range, by path), :attr:`HubServer.requests` every request,
-:attr:`HubServer.agents` them by ``User-Agent``.
+answers every Nth request of either server ``429`` with ``Retry-After``, ``freeze_after=N`` none after the Nth
+(a frozen server); ``delay`` seconds are slept before every answer. :attr:`HubServer.resolves` counts resolve
+requests by file, :attr:`HubServer.ranges` the storage server's reads (:attr:`HubServer.range_log` each range, by
+path), :attr:`HubServer.requests` every request, :attr:`HubServer.agents` them by ``User-Agent``.
 """
 
 from __future__ import annotations
@@ -79,8 +79,10 @@ class HubServer:
     """The Hub and its storage on free ports (see the module's docstring); :meth:`close` stops both."""
 
     def __init__(self, *, page: int = 50, ttl: float = 300.0, delay: float = 0.0, throttle_every: int = 0,
-                 retry_after: int = 1) -> None:
+                 retry_after: int = 1, freeze_after: int | None = None) -> None:
         self.page, self.ttl, self.delay = page, ttl, delay
+        self.freeze_after = freeze_after
+        self._closed = threading.Event()
         #: where the signed URLs send a client (None: the storage server; a proxy in front of it, say)
         self.storage_via: str | None = None
         self.throttle_every, self.retry_after = throttle_every, retry_after
@@ -137,6 +139,7 @@ class HubServer:
         return hmac.new(self._secret, f"{sha256}:{expires}".encode(), hashlib.sha256).hexdigest()[:32]
 
     def close(self) -> None:
+        self._closed.set()
         for server in (self._hub, self._storage):
             server.shutdown()
             server.server_close()
@@ -147,15 +150,18 @@ class HubServer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _arrived(self) -> bool:
-        """One request counted; whether it is to be refused 429 (every ``throttle_every``-th)."""
+    def _arrived(self) -> str | None:
+        """One request counted; what it gets instead of its answer: ``"429"`` (every ``throttle_every``-th),
+        ``"frozen"`` (every one past the first ``freeze_after``: nothing until the server closes), None."""
         with self._lock:
             self.requests += 1
+            if self.freeze_after is not None and self.requests > self.freeze_after:
+                return "frozen"
             throttle = bool(self.throttle_every) and self.requests % self.throttle_every == 0
             self.throttled += throttle
         if self.delay:
             time.sleep(self.delay)
-        return throttle
+        return "429" if throttle else None
 
 
 def _serve(hub: HubServer, handler) -> ThreadingHTTPServer:
@@ -194,10 +200,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.hub.agents[self.headers.get("User-Agent", "")] += 1
         if self.command == "POST":   # (the body is read before any answer: the connection stays in step)
             self._body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.hub._arrived():
+        instead = self.hub._arrived()
+        if instead == "frozen":
+            self.hub._closed.wait()
+            self.close_connection = True
+        elif instead:
             self.answer(429, b"Too Many Requests", {"Retry-After": self.hub.retry_after})
-            return True
-        return False
+        return instead is not None
 
     def send_range(self, data: bytes, headers: dict) -> None:
         """``data`` whole, or the range a ``Range: bytes=A-B`` header asks (206; 416 past its end)."""

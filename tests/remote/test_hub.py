@@ -130,9 +130,12 @@ def test_a_run_over_the_hub_gives_the_local_runs_bytes(hub, domains, local_resul
     assert sorted(resolves) == [f"{REPO}/data/mdcath_dataset_{d}.h5" for d in DOMAINS]
     assert max(resolves.values()) <= 2, resolves
     assert hub.ranges > 3 * sum(resolves.values()), (hub.ranges, resolves)
-    if executor == "serial":   # (listing the members, then preparing them: each file's metadata read once)
+    if executor == "serial":
+        # listing the members, then preparing them: each file's metadata read once
         twice = [r for r, n in collections.Counter(hub.range_log).items() if n > 1]
         assert twice == [], twice
+        # and no request but its resolve and its ranges a file: its size and identity come with its first range
+        assert hub.requests == 1 + 2 + len(DOMAINS) + hub.ranges   # (the revision; the tree, 2 entries a page)
 
 
 def test_a_gated_repository_wants_a_token_and_never_shows_it(hub, domains, local_result, tmp_path):
@@ -168,6 +171,26 @@ def test_throttled_every_fifth_request_the_run_completes_the_same(domains, local
         assert got.returncode == 0, got.stderr
         assert hub.throttled >= 2, hub.throttled
     assert out.read_bytes() == local_result
+
+
+@pytest.mark.cli
+def test_a_hub_that_stops_answering_during_the_listing_ends_the_run(domains, tmp_path):
+    """The Hub answers the revision and the tree's first page, then nothing: the run ends as any frozen server's,
+    on its server's clock (exit status 9, one line naming the repository), not on a clock of the Hub's own."""
+    import time
+
+    with HubServer(page=1, freeze_after=2) as hub:
+        publish(hub, domains)
+        t0 = time.monotonic()
+        got = ramachandran(GLOB, tmp_path / "frozen.parquet", "--storage-option", "retry_seconds=2",
+                           "--storage-option", "timeout=1", env={**os.environ, **hub.env()}, here=False)
+        took = time.monotonic() - t0
+        asked = hub.requests
+    said = got.stderr.strip()
+    assert got.returncode == 9, said
+    assert "\n" not in said and "Traceback" not in said, said
+    assert f"hf://datasets/{REPO}: did not answer in 2 s" in said, said
+    assert asked >= 4 and took < 15, (asked, took)   # (the second page asked again, and given up on in time)
 
 
 def test_a_branch_moved_before_a_resume_is_said_and_the_runs_commit_read(hub, domains, local_result, tmp_path):

@@ -111,7 +111,11 @@ def _redacted_record(record: logging.LogRecord) -> bool:
 
 
 def endpoint_of(url: str, options: Mapping | None = None) -> str:
-    """Where the object is asked for (for messages): the endpoint for ``s3://``, the host for http."""
+    """Where the object is asked for (for messages): the endpoint for ``s3://`` and ``hf://``, the host for http."""
+    if url.startswith("hf://"):
+        from .hub import endpoint
+
+        return endpoint(dict(options or {}))
     if not url.startswith("s3://"):
         host = url.split("/", 3)[2] if url.count("/") >= 2 else url
         return host.rpartition("@")[2] if url.startswith(("http://", "https://")) else host   # (no user, no password)

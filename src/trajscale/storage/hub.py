@@ -5,7 +5,7 @@ A branch or tag is resolved to its commit once a process and every glob match is
 report and a resumed run read the same bytes whatever the branch does meanwhile. A file's signed storage URL is
 asked once and kept (:class:`HubObject`), asked again once when refused (expired). The Hub's API is asked with
 the standard library without following redirects, so the token goes to the Hub only, never to the storage nor
-into a message; ``429``/``503`` are waited out within ``retry_seconds``.
+into a message; its failures are retried as reads are, on its server's outage clock (``Retry-After`` waited out).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from . import process_options
 from .clients import _build, _client, trusted_bundle
 from .objects import Identity, RemoteObject
-from .retry import RemoteError, classify
+from .retry import Deadline, Failure, RemoteError, _status_problem, classify, first_line
 
 log = logging.getLogger(__name__)
 
@@ -105,53 +105,53 @@ def _opener(options: dict):
 
 
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
-    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, headers, body) of a 2xx or 3xx
-    answer; 429/503 waited out, other 5xx and lost connections retried within ``retry_seconds``."""
+    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, lower-cased headers, body) of a 2xx
+    or 3xx answer; failures retried as reads are, on the clock of ``url``'s server (:mod:`.retry`), a
+    ``Retry-After`` waited out."""
     import http.client
     import urllib.error
     import urllib.request
 
-    from ..util import raise_if_stopped
-    from .inflight import WAIT_SLICE, count
-    from .server import RETRY_SECONDS, TIMEOUT
+    from .inflight import count
+    from .server import server_of
 
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise RemoteError(url, "HF_HUB_OFFLINE is set: the Hub is not asked (unset it, or read a local copy)")
-    retry_seconds = float(options.get("retry_seconds", RETRY_SECONDS))
-    timeout = float(options.get("timeout", TIMEOUT))
+    server = server_of(url, options)
+    deadline = Deadline(server.retry_seconds, server.timeout, server.outage)
     headers = {"User-Agent": user_agent()}
     secret = token(options)
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
-    start, tries = time.monotonic(), 0
     while True:
-        t0 = time.perf_counter()
+        server.check()
+        t0, status, got = time.perf_counter(), None, {}
         try:
             with _opener(options).open(urllib.request.Request(where, method=method, headers=headers),
-                                       timeout=timeout) as r:
-                status, got, body = r.status, dict(r.headers), r.read()
+                                       timeout=deadline.try_timeout()) as r:
+                status, got, body = r.status, r.headers, r.read()
         except urllib.error.HTTPError as exc:   # (a redirect not followed comes here too)
-            status, got, body = exc.code, dict(exc.headers or {}), b""
-            if 300 <= status < 400:
-                count(1, wait_s=time.perf_counter() - t0)
-                return status, got, body
+            status, got, body = exc.code, exc.headers or {}, b""
         except (OSError, http.client.HTTPException) as exc:   # (refused, reset, cut mid-answer, timed out)
-            status, got, body = None, {}, str(getattr(exc, "reason", exc)) or type(exc).__name__
-        count(1, wait_s=time.perf_counter() - t0, retries=int(tries > 0))
+            failure = classify(exc.reason if isinstance(getattr(exc, "reason", None), OSError) else exc)
+            if not failure.retry:   # (no answer at all: tried again, whatever kept it)
+                failure = Failure("cut", f"no whole answer ({first_line(exc)})")
+        got = {k.lower(): v for k, v in dict(got).items()}
+        count(1, wait_s=time.perf_counter() - t0, retries=int(deadline.tries > 1))
         if status is not None and status < 400:
+            server.outage.answered(deadline.sent)
             return status, got, body
-        if status is not None and status < 500 and status not in (408, 429):
-            raise RemoteError(url, _refusal(status, got, url, what, bool(secret)))
-        tries += 1
-        wait = _retry_after(got.get("Retry-After")) if status in (429, 503) else min(0.25 * 2 ** tries, 5.0)
-        if time.monotonic() - start + wait > retry_seconds:
-            said = f"answered {status}" if status else f"did not answer ({body})"
-            raise RemoteError(url, f"the Hub {endpoint(options)} {said} for {retry_seconds:g} s ({tries} tries)")
-        log.debug("%s: the Hub answered %s; again in %.1f s", url, status or body, wait)
-        end = time.monotonic() + wait
-        while time.monotonic() < end:   # (a stop signal ends the wait)
-            raise_if_stopped()
-            time.sleep(min(WAIT_SLICE, max(0.0, end - time.monotonic())))
+        if status is not None:
+            failure = _status_problem(status, got.get("x-error-code"))
+            if not failure.retry:
+                raise RemoteError(url, _refusal(status, got, url, what, bool(secret)))
+        deadline.failed(failure)
+        if not deadline.wait(_retry_after(got.get("retry-after")) if status in (429, 503) else 0.0):
+            if deadline.servers():
+                raise server.unreachable(failure, deadline.tries)
+            raise RemoteError(url, f"the Hub {endpoint(options)} gave no usable answer in {server.retry_seconds:g} s "
+                                   f"({deadline.tries} tries; last: {failure.problem})")
+        log.debug("%s: the Hub: %s; again", url, failure.problem)
 
 
 def _retry_after(value: str | None) -> float:
@@ -162,7 +162,7 @@ def _retry_after(value: str | None) -> float:
 
 
 def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) -> str:
-    code = {k.lower(): v for k, v in headers.items()}.get("x-error-code", "")
+    code = headers.get("x-error-code", "")
     repo = HubPath.of(url).repo_url
     if status == 401 or (status == 403 and not with_token):
         return f"access denied: {repo} is gated or private, and no token was given: {TOKEN_HINT}"
@@ -264,7 +264,7 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
         except (ValueError, TypeError, KeyError, AttributeError):
             raise RemoteError(url, f"the Hub's listing of {folder or 'the repository'} is not a list of files") \
                 from None
-        link = {k.lower(): v for k, v in headers.items()}.get("link", "")
+        link = headers.get("link", "")
         nxt = re.search(r'<([^>]+)>\s*;\s*rel="next"', link)
         where = urljoin(where, nxt.group(1)) if nxt else None
     return keys
@@ -368,7 +368,7 @@ class HubObject(RemoteObject):
     def _resolve(self, where: str) -> str:
         for _ in range(4):   # (a relative redirect is the Hub's own: a renamed repository)
             status, headers, _ = call(self.url, where, self.options, "HEAD", self.hub_path.path)
-            location = {k.lower(): v for k, v in headers.items()}.get("location")
+            location = headers.get("location")
             if status < 300 or not location:
                 return where   # (a small file: the Hub serves its bytes itself)
             if "://" in location:

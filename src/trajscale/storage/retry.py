@@ -316,12 +316,13 @@ class Deadline:
     def left(self) -> float:
         return 0.0 if self.end is None else self._end() - time.monotonic()
 
-    def wait(self) -> bool:
-        """Sleep before the next try; False when no time is left for one (a recorded stop signal: SystemExit)."""
+    def wait(self, at_least: float = 0.0) -> bool:
+        """Sleep before the next try (``at_least`` seconds: a server's ``Retry-After``); False when no time is left
+        for one (a recorded stop signal: SystemExit)."""
         left = self.left()
-        if left <= 0.05:
+        if left <= max(0.05, at_least):
             return False
-        until = time.monotonic() + min(left, self._delay * (0.5 + random.random()))
+        until = time.monotonic() + min(left, max(at_least, self._delay * (0.5 + random.random())))
         while (nap := until - time.monotonic()) > 0:
             raise_if_stopped()
             time.sleep(min(nap, WAIT_SLICE))

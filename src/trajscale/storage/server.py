@@ -58,11 +58,13 @@ class Server:
 
 
 def name_of(url: str) -> str:
-    """The server's part of ``url`` for a message: ``s3://bucket``, ``https://host:port`` (no user or password)."""
+    """The server's part of ``url`` for a message: ``s3://bucket``, ``https://host:port`` (no user or password),
+    ``hf://datasets/ORG/NAME``."""
     scheme, _, rest = url.partition("://")
-    if split_url(url)[0] == "http":
+    name, root, _ = split_url(url)
+    if name == "http":
         return f"{scheme}://{rest.split('/', 1)[0].rpartition('@')[2]}"
-    return f"{scheme}://{split_url(url)[1]}"
+    return f"{scheme}://{root.partition('@')[0] if name == 'hf' else root}"   # (a repository at any revision)
 
 
 _SERVERS: dict[tuple, Server] = {}
