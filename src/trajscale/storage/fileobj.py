@@ -42,26 +42,22 @@ def _decoded(data) -> bytes:
 
 
 class _Blocks:
-    """The blocks file objects fetched, by (object, block size, index): at most :data:`CACHE_BYTES`, least
-    recently used out first."""
+    """Blocks by (object, block size, index): at most :data:`CACHE_BYTES`, the least recently used out first."""
 
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._bytes, self._lock = 0, threading.Lock()
 
     def get(self, key: tuple) -> bytes | None:
         with self._lock:
-            data = self._kept.get(key)
-            if data is not None:
+            if key in self._kept:
                 self._kept.move_to_end(key)
-            return data
+            return self._kept.get(key)
 
     def put(self, key: tuple, data: bytes) -> None:
         with self._lock:
-            old = self._kept.pop(key, None)
+            self._bytes += len(data) - len(self._kept.pop(key, b""))
             self._kept[key] = data
-            self._bytes += len(data) - (0 if old is None else len(old))
             while self._bytes > CACHE_BYTES and len(self._kept) > 1:
                 self._bytes -= len(self._kept.popitem(last=False)[1])
 

@@ -146,19 +146,12 @@ def call(url: str, where: str, options: dict, method: str = "GET", what: str = "
             if not failure.retry:
                 raise RemoteError(url, _refusal(status, got, url, what, bool(secret)))
         deadline.failed(failure)
-        if not deadline.wait(_retry_after(got.get("retry-after")) if status in (429, 503) else 0.0):
+        if not deadline.wait(got.get("retry-after") if status in (429, 503) else None):
             if deadline.servers():
                 raise server.unreachable(failure, deadline.tries)
             raise RemoteError(url, f"the Hub {endpoint(options)} gave no usable answer in {server.retry_seconds:g} s "
                                    f"({deadline.tries} tries; last: {failure.problem})")
         log.debug("%s: the Hub: %s; again", url, failure.problem)
-
-
-def _retry_after(value: str | None) -> float:
-    try:
-        return max(0.0, float(value))
-    except (TypeError, ValueError):   # (none, or an HTTP date: a second)
-        return 1.0
 
 
 def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) -> str:
@@ -203,7 +196,7 @@ def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
     try:
         sha = json.loads(body)["sha"]
     except (ValueError, KeyError, TypeError):
-        raise RemoteError(hp.repo_url, f"the Hub's answer for revision {rev} names no commit") from None
+        sha = None
     if not isinstance(sha, str) or not _COMMIT.match(sha):
         raise RemoteError(hp.repo_url, f"the Hub's answer for revision {rev} names no commit ({sha!r})")
     return sha

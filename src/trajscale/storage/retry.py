@@ -316,9 +316,10 @@ class Deadline:
     def left(self) -> float:
         return 0.0 if self.end is None else self._end() - time.monotonic()
 
-    def wait(self, at_least: float = 0.0) -> bool:
-        """Sleep before the next try (``at_least`` seconds: a server's ``Retry-After``); False when no time is left
-        for one (a recorded stop signal: SystemExit)."""
+    def wait(self, retry_after: str | None = None) -> bool:
+        """Sleep before the next try (at least a server's ``Retry-After`` seconds; an HTTP date: one); False when
+        no time is left for one (a recorded stop signal: SystemExit)."""
+        at_least = 0.0 if retry_after is None else float(retry_after) if retry_after.isdigit() else 1.0
         left = self.left()
         if left <= max(0.05, at_least):
             return False
