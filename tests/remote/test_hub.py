@@ -273,6 +273,37 @@ def test_an_expired_storage_url_is_resolved_again_once(domains):
         assert set(hub.agents) and all(a.startswith("trajscale/") for a in hub.agents), hub.agents
 
 
+@pytest.mark.cli
+def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
+    """A plain http URL that redirects (a Hub's resolve URL, to its signed storage): the redirect asked once,
+    whatever the number of ranges, which go straight to the storage; another process handed the object's state
+    asks nothing; once the storage refuses the kept URL (expired), the URL is asked again, once."""
+    import time
+
+    from trajscale.storage.opener import open_bytes
+
+    data = (domains / f"mdcath_dataset_{DOMAINS[0]}.h5").read_bytes()
+    ranges = [(a, a + 3000) for a in range(300_000, len(data) - 3000, 50_000)]
+    with HubServer(ttl=2) as hub:
+        sha = publish(hub, domains, "org/plain")
+        url = f"{hub.endpoint}/datasets/org/plain/resolve/{sha}/data/mdcath_dataset_{DOMAINS[0]}.h5"
+        store = open_bytes(url, {})
+        assert [bytes(g) for g in store.read_ranges(ranges[:5])] == [data[a:b] for a, b in ranges[:5]]
+        assert sum(hub.resolves.values()) == 1 and hub.ranges == 6   # (the first bytes, then the five)
+        state = store.state()
+        script = ("import json, sys; from trajscale.storage.opener import open_bytes; s = json.loads(sys.argv[1]); "
+                  "o = open_bytes(sys.argv[2], s['storage_options'], s['identity']); "
+                  "print(o.read_ranges([(300_000, 303_000)])[0].hex())")
+        got = subprocess.run([sys.executable, "-c", script, json.dumps(state), url], capture_output=True,
+                             text=True, timeout=120)
+        assert got.returncode == 0 and bytes.fromhex(got.stdout.strip()) == data[300_000:303_000], got.stderr
+        assert sum(hub.resolves.values()) == 1 and hub.ranges == 7
+        time.sleep(3.1)   # (signed for two seconds, to the next whole second)
+        assert [bytes(g) for g in store.read_ranges(ranges[5:])] == [data[a:b] for a, b in ranges[5:]]
+        assert sum(hub.resolves.values()) == 2, hub.resolves
+        assert store.stats.retries == 0
+
+
 @pytest.mark.parametrize("url, said", [
     ("hf://datasets/org", "give hf://datasets/ORG/NAME/PATH"),
     ("hf://datasets/org/@main/x.h5", "give hf://datasets/ORG/NAME/PATH"),

@@ -2,10 +2,9 @@
 ``hf://datasets/ORG/NAME[@REVISION]/PATH`` (``spaces/`` likewise; ``hf://ORG/NAME/...`` is a model's).
 
 A branch or tag is resolved to its commit once a process and every glob match is named with it, so workers,
-report and a resumed run read the same bytes whatever the branch does meanwhile. A file's signed storage URL is
-asked once and kept (:class:`HubObject`), asked again once when refused (expired). The Hub's API is asked with
-the standard library without following redirects, so the token goes to the Hub only, never to the storage nor
-into a message; its failures are retried as reads are, on its server's outage clock (``Retry-After`` waited out).
+report and a resumed run read the same bytes whatever the branch does meanwhile. A file's resolve URL redirects
+to signed storage, asked once and kept (:mod:`.redirects`). The Hub is asked without following redirects, so the
+token goes to the Hub only, never to the storage nor into a message.
 """
 
 from __future__ import annotations
@@ -14,15 +13,14 @@ import logging
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urljoin
 
 from ..errors import ConfigError
 from . import process_options
-from .clients import _build, _client, trusted_bundle
 from .objects import Identity, RemoteObject
-from .retry import Deadline, Failure, RemoteError, _status_problem, classify, first_line
+from .redirects import ask
+from .retry import RemoteError
 
 log = logging.getLogger(__name__)
 
@@ -84,74 +82,16 @@ def token(options: dict) -> str | None:
         return None
 
 
-def user_agent() -> str:
-    from .._version import __version__
-
-    return f"trajscale/{__version__}"
-
-
-def _opener(options: dict):
-    """urllib's opener that hands a redirect back rather than follow it, trusting what a read trusts."""
-    import ssl
-    import urllib.request
-
-    class Keep(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    trust = trusted_bundle({k: v for k, v in options.items() if k == "ca_bundle"})
-    context = ssl.create_default_context(cadata=trust[1]) if trust else None
-    return urllib.request.build_opener(Keep, urllib.request.HTTPSHandler(context=context))
-
-
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
-    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake: (status, lower-cased headers, body) of a 2xx
-    or 3xx answer; failures retried as reads are, on the clock of ``url``'s server (:mod:`.retry`), a
-    ``Retry-After`` waited out."""
-    import http.client
-    import urllib.error
-    import urllib.request
-
-    from .inflight import count
-    from .server import server_of
-
+    """Ask the Hub (``where``: one of its URLs) for ``url``'s sake, with the token: (status, lower-cased headers,
+    body) of a 2xx or 3xx answer (:func:`.redirects.ask`); a refusal said in one line."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise RemoteError(url, "HF_HUB_OFFLINE is set: the Hub is not asked (unset it, or read a local copy)")
-    server = server_of(url, options)
-    deadline = Deadline(server.retry_seconds, server.timeout, server.outage)
-    headers = {"User-Agent": user_agent()}
     secret = token(options)
-    if secret:
-        headers["Authorization"] = f"Bearer {secret}"
-    while True:
-        server.check()
-        t0, status, got = time.perf_counter(), None, {}
-        try:
-            with _opener(options).open(urllib.request.Request(where, method=method, headers=headers),
-                                       timeout=deadline.try_timeout()) as r:
-                status, got, body = r.status, r.headers, r.read()
-        except urllib.error.HTTPError as exc:   # (a redirect not followed comes here too)
-            status, got, body = exc.code, exc.headers or {}, b""
-        except (OSError, http.client.HTTPException) as exc:   # (refused, reset, cut mid-answer, timed out)
-            failure = classify(exc.reason if isinstance(getattr(exc, "reason", None), OSError) else exc)
-            if not failure.retry:   # (no answer at all: tried again, whatever kept it)
-                failure = Failure("cut", f"no whole answer ({first_line(exc)})")
-        got = {k.lower(): v for k, v in dict(got).items()}
-        count(1, wait_s=time.perf_counter() - t0, retries=int(deadline.tries > 1))
-        if status is not None and status < 400:
-            server.outage.answered(deadline.sent)
-            return status, got, body
-        if status is not None:
-            failure = _status_problem(status, got.get("x-error-code"))
-            if not failure.retry:
-                raise RemoteError(url, _refusal(status, got, url, what, bool(secret)))
-        deadline.failed(failure)
-        if not deadline.wait(got.get("retry-after") if status in (429, 503) else None):
-            if deadline.servers():
-                raise server.unreachable(failure, deadline.tries)
-            raise RemoteError(url, f"the Hub {endpoint(options)} gave no usable answer in {server.retry_seconds:g} s "
-                                   f"({deadline.tries} tries; last: {failure.problem})")
-        log.debug("%s: the Hub: %s; again", url, failure.problem)
+    status, headers, body = ask(url, where, options, method, {"Authorization": f"Bearer {secret}"} if secret else {})
+    if status >= 400:
+        raise RemoteError(url, _refusal(status, headers, url, what, bool(secret)))
+    return status, headers, body
 
 
 def _refusal(status: int, headers: dict, url: str, what: str, with_token: bool) -> str:
@@ -263,44 +203,16 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     return keys
 
 
-class _Target:
-    """Where a file's bytes are (the resolve URL's redirect), and the http stores reading it, by timeout."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.stores: dict[float, object] = {}
-
-
-#: The option a worker is handed a file's storage URL in (by :meth:`HubObject.state`; taken out before any use).
-HANDED = "resolved_url"
-_TARGETS: dict[tuple[str, str], _Target] = {}
-_TARGETS_LOCK = threading.Lock()
-_RESOLVING: dict[tuple[str, str], threading.Lock] = {}
-
-
 class HubObject(RemoteObject):
     """A file on the Hub, read at one commit by range requests to the storage its resolve URL redirects to."""
 
     worker_modules = ("obstore", "trajscale.storage.hub")
+    asks_first = True   # (a resolve URL redirects, but a small file's)
 
     def __init__(self, url: str, options: dict | None = None, identity: Identity | None = None) -> None:
         self.hub_path = HubPath.of(url)
-        options = dict(process_options() if options is None else options)
-        handed = options.pop(HANDED, None)
-        super().__init__(url, options, identity)
         self.commit = identity.version if identity is not None else None
-        if isinstance(handed, str) and self.commit is not None:
-            with _TARGETS_LOCK:
-                _TARGETS.setdefault(self._kept_as, _Target(handed))
-
-    def state(self) -> dict:
-        """As a remote object's, with the storage URL its resolve URL redirected to: a worker reads it directly."""
-        state = super().state()
-        with _TARGETS_LOCK:
-            kept = _TARGETS.get(self._kept_as) if self.commit is not None else None
-        if kept is not None:
-            state["storage_options"] = {**(state["storage_options"] or {}), HANDED: kept.url}
-        return state
+        super().__init__(url, options, identity)
 
     def _store(self, timeout: float):
         return None   # (the store is the redirect's target's, asked at the first read)
@@ -318,66 +230,19 @@ class HubObject(RemoteObject):
         return f"{endpoint(self.options)}/{kind}{hp.repo}/resolve/{self.commit}/{quote(hp.path)}"
 
     @property
-    def _kept_as(self) -> tuple[str, str]:
-        """What the file's storage URL is kept under: its resolve URL, and (a digest of) the token that asked."""
+    def kept_as(self) -> tuple[str, str]:
+        """Its resolve URL, and (a digest of) the token that asks it."""
         import hashlib
 
         return self.resolve_url, hashlib.sha256((token(self.options) or "").encode()).hexdigest()[:16]
 
-    def _send(self, options: dict, timeout: float):
-        import obstore
+    def ask(self, where: str) -> tuple[int, dict, bytes]:
+        return call(self.url, where, self.options, "HEAD", self.hub_path.path)
 
-        options.pop("version", None)   # (the commit is in the resolve URL)
-        target = self._target(None)
-        try:
-            return obstore.get(self._target_store(target, timeout), "", options=options)
-        except Exception as exc:   # noqa: BLE001 - a refused target is asked for again, once; the rest classified
-            if classify(exc).kind not in ("denied", "unauthenticated", "missing"):
-                raise
-            log.debug("%s: its storage URL was refused (%s): resolved again", self.url, classify(exc).problem)
-            target = self._target(target)
-            return obstore.get(self._target_store(target, timeout), "", options=options)
-
-    def _target(self, refused: _Target | None) -> _Target:
-        """The file's storage URL: kept by the process; resolved when none is kept, or ``refused`` is."""
-        key = self._kept_as
-        with _TARGETS_LOCK:
-            kept = _TARGETS.get(key)
-            if kept is not None and kept is not refused:
-                return kept
-            lock = _RESOLVING.setdefault(key, threading.Lock())
-        with lock:   # (one resolve at a time a file: requests waiting for it take its answer)
-            with _TARGETS_LOCK:
-                kept = _TARGETS.get(key)
-            if kept is not None and kept is not refused:
-                return kept
-            target = _Target(self._resolve(self.resolve_url))
-            with _TARGETS_LOCK:
-                _TARGETS[key] = target
-                while len(_TARGETS) > 4096:
-                    _TARGETS.pop(next(iter(_TARGETS)))
-            return target
-
-    def _resolve(self, where: str) -> str:
-        for _ in range(4):   # (a relative redirect is the Hub's own: a renamed repository)
-            status, headers, _ = call(self.url, where, self.options, "HEAD", self.hub_path.path)
-            location = headers.get("location")
-            if status < 300 or not location:
-                return where   # (a small file: the Hub serves its bytes itself)
-            if "://" in location:
-                return location
-            where = urljoin(where, location)
-        raise RemoteError(self.url, "the Hub redirected its resolve URL in a loop")
-
-    def _target_store(self, target: _Target, timeout: float):
-        store = target.stores.get(timeout)
-        if store is None:
-            trust = trusted_bundle(self._own)
-            client = {"user_agent": user_agent(), **_client(target.url, self._client, timeout, trust)}
-            if target.url.startswith(endpoint(self.options)) and token(self.options):
-                client["default_headers"] = {"Authorization": f"Bearer {token(self.options)}"}
-            store = target.stores[timeout] = _build("http", target.url, {}, client, timeout)
-        return store
+    def target_headers(self, url: str) -> dict:
+        """The token, where the Hub serves a small file itself (never to the storage)."""
+        secret = token(self.options)
+        return {"Authorization": f"Bearer {secret}"} if secret and url.startswith(endpoint(self.options)) else {}
 
 
 __all__ = ["HubObject", "HubPath", "commit_of", "list_tree", "pin_revisions", "pinned", "pinned_revisions"]

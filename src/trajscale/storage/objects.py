@@ -24,6 +24,7 @@ from .bytestore import ByteStore, Validator
 from .clients import split_url, trusted_bundle
 from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
 from .ranges import merge_gap_of
+from .redirects import HANDED, ask, get, handed, keep, target
 from .retry import GONE, Deadline, Failure, RemoteError, Replaced, WrongAnswer, classify
 from .server import RETRY_SECONDS, TIMEOUT, server_of
 
@@ -94,6 +95,7 @@ class RemoteObject(ByteStore):
                                  "with credentials in the environment, or a plain http(s) URL")
         self.url = url
         self.options = dict(process_options() if options is None else options)
+        given = self.options.pop(HANDED, None)
         #: the server's store and outage clock, shared with every other object of it in this process
         self.server = server_of(url, self.options)
         self._own, self._client, self._fs = self.server.own, self.server.client, self.server.fs
@@ -118,6 +120,8 @@ class RemoteObject(ByteStore):
         self._failed: RemoteError | ServerUnreachable | None = None
         self._outage = self.server.outage
         self.head = b""
+        if isinstance(given, str) and identity is not None:
+            keep(self, given)
 
     def _store(self, timeout: float):
         return self.server.store(self.url, timeout)
@@ -152,9 +156,40 @@ class RemoteObject(ByteStore):
         return validator_of(self._identity, self._identity.size)
 
     def state(self) -> dict:
-        """What a worker opens this object with, without a request: options, identity, shortest round trip."""
-        return {"storage_options": self.options or None, "identity": self._identity.to_list(),
-                "round_trip": self.round_trip}
+        """What a worker opens this object with, without a request: options (with where a redirect of its URL
+        led), identity, shortest round trip."""
+        led = handed(self)
+        return {"storage_options": {**self.options, HANDED: led} if led else self.options or None,
+                "identity": self._identity.to_list(), "round_trip": self.round_trip}
+
+    # (where the bytes are: :mod:`.redirects`)
+    @property
+    def resolve_url(self) -> str:
+        """The URL asked where the bytes are (it may redirect)."""
+        return self.url
+
+    @property
+    def kept_as(self) -> tuple:
+        """What the process keeps where its bytes are under."""
+        return (self.resolve_url,)
+
+    @property
+    def asks_first(self) -> bool:
+        """Whether its first read asks where its bytes are: a URL first opened here, of a server not seen to
+        answer in place, without a password, a proxy or a certificate not checked (which urllib has not)."""
+        return (self.protocol == "http" and self._identity is None and self.server.redirects is not False
+                and "@" not in self.url.split("/")[2]
+                and not {"proxy_url", "allow_invalid_certificates"} & set(self._client))
+
+    def ask(self, where: str) -> tuple[int, dict, bytes]:
+        try:
+            return ask(self.url, where, self.options)
+        except RemoteError:   # (asked in vain: read as it is, and the read says why it fails)
+            return 0, {}, b""
+
+    def target_headers(self, url: str) -> dict:
+        """The headers a request to ``url``, where a redirect led, carries (none: no credential goes there)."""
+        return {}
 
     def fetched(self) -> dict:
         return self.stats.as_dict()
@@ -274,7 +309,7 @@ class RemoteObject(ByteStore):
             self._slots.enter(self._check)
             try:
                 got = self._get(a, b, first, deadline.try_timeout())
-            except RemoteError as exc:
+            except (RemoteError, ServerUnreachable) as exc:   # (a redirect asked for: said already)
                 self._count_failed()
                 if isinstance(exc, Replaced):
                     self._failed = exc
@@ -400,9 +435,12 @@ class RemoteObject(ByteStore):
         return self._checked(data, a, b, meta.get("e_tag"), meta.get("size"), first, meta.get("version"))
 
     def _send(self, options: dict, timeout: float):
-        """One GET of the object with obstore's ``options``, within ``timeout`` seconds."""
+        """One GET of the object with obstore's ``options``, within ``timeout`` seconds (where a redirect led)."""
         import obstore
 
+        kept = target(self) if self.protocol in ("http", "hf") else None
+        if kept is not None:
+            return get(self, kept, options, timeout)
         return obstore.get(self.store if timeout == self.timeout else self._store(timeout), self.key, options=options)
 
     def _checked(self, data: bytes, a: int, b: int, etag, total, first: bool, version=None):

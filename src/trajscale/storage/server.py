@@ -25,6 +25,9 @@ TIMEOUT = 20.0
 class Server:
     """One server with its storage options: its store per try timeout, and its one :attr:`outage` clock."""
 
+    #: whether its URLs redirect (:mod:`.redirects`; None: not seen yet)
+    redirects: bool | None = None
+
     def __init__(self, url: str, options: Mapping) -> None:
         self.options = dict(options)
         self.own, self.client, self.fs = check_options(url, self.options)
