@@ -24,7 +24,7 @@ from .bytestore import ByteStore, Validator
 from .clients import split_url, trusted_bundle
 from .inflight import MAX_CONCURRENCY, FetchStats, Window, count, gather, submit
 from .ranges import merge_gap_of
-from .redirects import HANDED, ask, get, handed, keep, target
+from .redirects import HANDED, ask, get, handed, target
 from .retry import GONE, Deadline, Failure, RemoteError, Replaced, WrongAnswer, classify
 from .server import RETRY_SECONDS, TIMEOUT, server_of
 
@@ -121,7 +121,7 @@ class RemoteObject(ByteStore):
         self._outage = self.server.outage
         self.head = b""
         if isinstance(given, str) and identity is not None:
-            keep(self, given)
+            handed(self, given)
 
     def _store(self, timeout: float):
         return self.server.store(self.url, timeout)
@@ -156,27 +156,25 @@ class RemoteObject(ByteStore):
         return validator_of(self._identity, self._identity.size)
 
     def state(self) -> dict:
-        """What a worker opens this object with, without a request: options (with where a redirect of its URL
-        led), identity, shortest round trip."""
+        """What a worker opens this object with, without a request: options (where its URL led), identity,
+        shortest round trip."""
         led = handed(self)
         return {"storage_options": {**self.options, HANDED: led} if led else self.options or None,
                 "identity": self._identity.to_list(), "round_trip": self.round_trip}
 
-    # (where the bytes are: :mod:`.redirects`)
+    # where the bytes are (:mod:`.redirects`): the URL asked, what it is kept under, whether the first read asks
+    # it (a URL first opened here, of a server not seen answering in place, with no password, proxy nor unchecked
+    # certificate: urllib asks it), and the headers of a request where it led (no credential goes there)
     @property
     def resolve_url(self) -> str:
-        """The URL asked where the bytes are (it may redirect)."""
         return self.url
 
     @property
     def kept_as(self) -> tuple:
-        """What the process keeps where its bytes are under."""
         return (self.resolve_url,)
 
     @property
     def asks_first(self) -> bool:
-        """Whether its first read asks where its bytes are: a URL first opened here, of a server not seen to
-        answer in place, without a password, a proxy or a certificate not checked (which urllib has not)."""
         return (self.protocol == "http" and self._identity is None and self.server.redirects is not False
                 and "@" not in self.url.split("/")[2]
                 and not {"proxy_url", "allow_invalid_certificates"} & set(self._client))
@@ -188,7 +186,6 @@ class RemoteObject(ByteStore):
             return 0, {}, b""
 
     def target_headers(self, url: str) -> dict:
-        """The headers a request to ``url``, where a redirect led, carries (none: no credential goes there)."""
         return {}
 
     def fetched(self) -> dict:

@@ -1,10 +1,7 @@
-"""Where an http(s) URL's bytes are: a URL that redirects (a Hub's resolve URL, a download link to signed storage)
-is asked once a file, its redirect not followed, and the target kept, so ranges go straight to it rather than
-through the redirect each (two round trips a range). The target is kept by the process and handed to its
-workers (:data:`HANDED`); one refused (an expired signature: 401, 403, 404, 410) is asked for again, once.
-
-A server whose first file answered in place is read in place from then on (no request more a file); the
-requests here are retried as reads are, on the server's outage clock (:mod:`.retry`).
+"""Where an http(s) URL's bytes are: a URL that redirects (a Hub's resolve URL, a link to signed storage) is asked
+once a file without following, and the target kept by the process and handed to its workers (:data:`HANDED`),
+so ranges go straight to it, not through the redirect each; a target refused (expired) is asked for again, once.
+A server whose first file answered in place is read in place. Requests are retried on the server's clock.
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from types import SimpleNamespace
 from urllib.parse import urljoin
 
 from .clients import _build, _client, trusted_bundle
@@ -89,33 +87,24 @@ def ask(url: str, where: str, options: dict, method: str = "HEAD", headers: dict
                                    f"({deadline.tries} tries; last: {failure.problem})")
 
 
-class _Target:
+def _target(url: str) -> SimpleNamespace:
     """Where a file's bytes are, and the http stores reading it, by timeout."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.stores: dict[float, object] = {}
+    return SimpleNamespace(url=url, stores={})
 
 
-_TARGETS: dict[tuple, _Target] = {}
+_TARGETS: dict[tuple, SimpleNamespace] = {}
 _LOCK = threading.Lock()
 _RESOLVING: dict[tuple, threading.Lock] = {}
 
 
-def keep(obj, url: str) -> None:
-    """Keep ``url`` (handed by the preparing process) as where ``obj``'s bytes are."""
+def handed(obj, url: str | None = None) -> str | None:
+    """What a worker is handed of ``obj``'s target (None: nothing kept, or the URL itself); kept: ``url``, handed."""
     with _LOCK:
-        _TARGETS.setdefault(obj.kept_as, _Target(url))
-
-
-def handed(obj) -> str | None:
-    """What a worker is handed of ``obj``'s target (None: nothing kept, or the URL itself)."""
-    with _LOCK:
-        kept = _TARGETS.get(obj.kept_as)
+        kept = _TARGETS.setdefault(obj.kept_as, _target(url)) if url else _TARGETS.get(obj.kept_as)
     return kept.url if kept is not None and kept.url != obj.url else None
 
 
-def target(obj, refused: _Target | None = None) -> _Target | None:
+def target(obj, refused: SimpleNamespace | None = None) -> SimpleNamespace | None:
     """Where ``obj``'s bytes are: kept by the process; asked when none is kept and ``obj`` asks first
     (``asks_first``), or ``refused`` is; None: ``obj``'s own URL (read as it is)."""
     key = obj.kept_as
@@ -130,7 +119,7 @@ def target(obj, refused: _Target | None = None) -> _Target | None:
         with _LOCK:
             kept = _TARGETS.get(key)
         if kept is None or kept is refused:
-            kept = _Target(_resolve(obj, obj.resolve_url))
+            kept = _target(_resolve(obj, obj.resolve_url))
             obj.server.redirects = kept.url != obj.resolve_url
             with _LOCK:
                 _TARGETS[key] = kept
@@ -151,7 +140,7 @@ def _resolve(obj, where: str) -> str:
     raise RemoteError(obj.url, "its server redirected it in a loop")
 
 
-def get(obj, kept: _Target, options: dict, timeout: float):
+def get(obj, kept: SimpleNamespace, options: dict, timeout: float):
     """obstore's GET of ``kept`` with ``options``; a refused target asked for again, once."""
     import obstore
 
@@ -162,19 +151,16 @@ def get(obj, kept: _Target, options: dict, timeout: float):
         if classify(exc).kind not in REFUSED or kept.url == obj.resolve_url:
             raise
         log.debug("%s: its target was refused (%s): asked again", obj.url, classify(exc).problem)
-        kept = target(obj, kept) or _Target(obj.url)
+        kept = target(obj, kept) or _target(obj.url)
         return obstore.get(_store(obj, kept, timeout), "", options=options)
 
 
-def _store(obj, kept: _Target, timeout: float):
-    store = kept.stores.get(timeout)
-    if store is None:
-        client = {"user_agent": user_agent(), **_client(kept.url, obj._client, timeout, trusted_bundle(obj._own))}
-        headers = obj.target_headers(kept.url)
-        if headers:
-            client["default_headers"] = headers
-        store = kept.stores[timeout] = _build("http", kept.url, {}, client, timeout)
-    return store
+def _store(obj, kept: SimpleNamespace, timeout: float):
+    if timeout not in kept.stores:
+        client = {"user_agent": user_agent(), **_client(kept.url, obj._client, timeout, trusted_bundle(obj._own)),
+                  "default_headers": obj.target_headers(kept.url)}
+        kept.stores[timeout] = _build("http", kept.url, {}, client, timeout)
+    return kept.stores[timeout]
 
 
-__all__ = ["HANDED", "ask", "get", "handed", "keep", "target", "user_agent"]
+__all__ = ["HANDED", "ask", "get", "handed", "target", "user_agent"]
