@@ -120,12 +120,10 @@ def commit_of(hp: HubPath, options: dict) -> str:
     if _COMMIT.match(rev):
         return rev
     key = (endpoint(options), f"hf://{HubPath(hp.kind, hp.repo, hp.revision, '').root}")
-    with _PINS_LOCK:
-        if key in _PINS:
-            return _PINS[key]
-    sha = _ask_commit(hp, rev, options)
-    with _PINS_LOCK:
-        return _PINS.setdefault(key, sha)
+    with _PINS_LOCK:   # (asked under the lock: once, whichever thread asks first)
+        if key not in _PINS:
+            _PINS[key] = _ask_commit(hp, rev, options)
+        return _PINS[key]
 
 
 def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
