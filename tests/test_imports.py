@@ -258,3 +258,26 @@ def test_an_xtc_ensemble_run_imports_no_hdf5_nor_what_it_does_not_use(tmp_path):
     _fresh(code)   # (the first run parses the topology: MDAnalysis imports what it imports)
     got = _fresh(code)
     assert [s[0] for s in got["shapes"]] == [10, 10, 10] and got["loaded"] == []
+
+
+def test_an_mdcath_run_repeated_opens_no_hdf5_library(tmp_path):
+    """A glob of mdCATH files run again, as a user repeats a run: each file's layout and atoms come from
+    trajscale's cache, so the run imports neither h5py nor MDAnalysis (their import is most of a short run's
+    start), and gives the first run's features."""
+    import MDAnalysis as mda
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    from trajscale.testing.mdcath import from_universe
+
+    u = mda.Universe(PSF, DCD)
+    for name in ("1adkA00", "2adkA00"):
+        from_universe(tmp_path / f"mdcath_dataset_{name}.h5", u, members=(("320", "0"), ("348", "0")), n_frames=3)
+    code = ("import json, os, sys\n"
+            f"os.environ['TRAJSCALE_CACHE_DIR'] = {str(tmp_path / 'caches')!r}\n"
+            "import trajscale as ts\n"
+            f"r = ts.run(ts.Ramachandran(sincos=True), {str(tmp_path / 'mdcath_dataset_*.h5')!r}, executor='serial')\n"
+            "print(json.dumps({'sums': [float(a.sum()) for a in r.arrays()], "
+            "'loaded': sorted(m for m in sys.modules if m.startswith(('h5py', 'MDAnalysis')))}))")
+    first, again = _fresh(code), _fresh(code)
+    assert len(again["sums"]) == 4 and again["sums"] == first["sums"]
+    assert again["loaded"] == []
