@@ -270,6 +270,12 @@ def test_an_expired_storage_url_is_resolved_again_once(domains):
         assert [bytes(g) for g in store.read_ranges(ranges[5:])] == [data[a:b] for a, b in ranges[5:]]
         assert sum(hub.resolves.values()) == 2, hub.resolves
         assert store.stats.retries == 0
+        # a file the server answers in place (the Hub's small ones): asked, then its server's next file is not
+        later = hub.commit("org/plain", {"NOTES.md": b"notes\n"})
+        for name, asked in (("README.md", 2), ("NOTES.md", 1)):
+            small = open_bytes(f"{hub.endpoint}/datasets/org/plain/resolve/{later}/{name}", {})
+            assert small.read_ranges([(0, 5)])[0] == (b"# mdC" if name == "README.md" else b"notes")
+            assert hub.resolves[f"org/plain/{name}"] == asked, hub.resolves
         assert set(hub.agents) and all(a.startswith("trajscale/") for a in hub.agents), hub.agents
 
 
@@ -277,7 +283,8 @@ def test_an_expired_storage_url_is_resolved_again_once(domains):
 def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
     """A plain http URL that redirects (a Hub's resolve URL, to its signed storage): the redirect asked once,
     whatever the number of ranges, which go straight to the storage; another process handed the object's state
-    asks nothing; once the storage refuses the kept URL (expired), the URL is asked again, once."""
+    asks nothing; once the storage refuses the kept URL (expired), the URL is asked again, once. A server seen
+    answering in place is asked nothing more."""
     import time
 
     from trajscale.storage.opener import open_bytes
@@ -302,6 +309,12 @@ def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
         assert [bytes(g) for g in store.read_ranges(ranges[5:])] == [data[a:b] for a, b in ranges[5:]]
         assert sum(hub.resolves.values()) == 2, hub.resolves
         assert store.stats.retries == 0
+        # a file the server answers in place (the Hub's small ones): asked, then its server's next file is not
+        later = hub.commit("org/plain", {"NOTES.md": b"notes\n"})
+        for name, asked in (("README.md", 2), ("NOTES.md", 1)):
+            small = open_bytes(f"{hub.endpoint}/datasets/org/plain/resolve/{later}/{name}", {})
+            assert small.read_ranges([(0, 5)])[0] == (b"# mdC" if name == "README.md" else b"notes")
+            assert hub.resolves[f"org/plain/{name}"] == asked, hub.resolves
 
 
 @pytest.mark.parametrize("url, said", [

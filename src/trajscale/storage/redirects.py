@@ -121,6 +121,8 @@ def target(obj, refused: SimpleNamespace | None = None) -> SimpleNamespace | Non
         if kept is None or kept is refused:
             kept = _target(_resolve(obj, obj.resolve_url))
             obj.server.redirects = kept.url != obj.resolve_url
+            if kept.url == obj.url:   # (answered in place: nothing to keep, the URL is read as it is)
+                return None
             with _LOCK:
                 _TARGETS[key] = kept
                 while len(_TARGETS) > 4096:
