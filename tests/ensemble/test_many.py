@@ -42,7 +42,8 @@ def kept_rounds(positions, box):
     """The sources this thread's tasks keep for the next (an ensemble's: its latest round's), once per frame."""
     from trajscale.executors import base
 
-    return np.full(len(positions), len(base._thread_sources()), np.float64)
+    cache = base._thread_sources()
+    return np.full(len(positions), len(cache) + (cache.round is not None), np.float64)
 
 
 def run_and_check(folder, n: int, executor: str, max_open: int = 4) -> None:

@@ -107,3 +107,35 @@ def test_a_cache_nobody_holds_closes_its_sources(tmp_path):
     del cache
     gc.collect()
     assert opened.open_now() == held and len(os.listdir("/proc/self/fd")) == start
+
+
+def _open_parts(folder) -> int:
+    """Files under ``folder`` this process has open now."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:   # (the listing's own, closed by now)
+            pass
+    return sum(1 for link in links if link.startswith(str(folder)))
+
+
+def test_an_executor_kept_over_many_runs_holds_at_most_the_budget(tmp_path, monkeypatch):
+    """The executors' cache of each run's Source takes its share of the one budget: one executor kept over 30
+    runs, each over a trajectory of its own (an XTC file), holds at most the budget open in its process (each run's
+    file stayed open before), and every run's result is its file's."""
+    from trajscale.executors.serial import SerialExecutor
+
+    monkeypatch.setattr(opened, "BUDGET", 12)
+    pos = segmented_ensemble(tmp_path, 30, 1)
+    ex, most = SerialExecutor(), 0
+    try:
+        for m in range(30):
+            r = ts.run(ts.RadiusOfGyration(select="all"), str(tmp_path / "top.pdb"), str(tmp_path / f"m{m:03d}_00.xtc"),
+                       executor=ex)
+            np.testing.assert_allclose(r.rgyr, numpy_rgyr(pos[m]), rtol=2e-6)
+            most = max(most, _open_parts(tmp_path))
+        assert 12 - 1 <= most <= 12   # (the budget bounded them: the kept runs' files fill it, and no more)
+    finally:
+        ex.close()
+    assert _open_parts(tmp_path) == 0 and opened.open_now() == 0

@@ -12,7 +12,7 @@ from trajscale.xdr.offsets import decode_offsets, encode_offsets
 
 
 def _cached(path: str) -> list:
-    return [src for cache in base._SOURCES.values() for _, src in cache.values() if src.path == path]
+    return [src for cache in base._SOURCES.values() for src in cache.values() if src.path == path]
 
 
 def test_longer_offsets_replace_the_cached_source(adk_water):

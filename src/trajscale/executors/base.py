@@ -23,6 +23,7 @@ from ..executor_registry import EXECUTORS, ExecutorTraits
 from ..parallel import check_not_launched
 from ..report.timing import TaskTiming, host_and_pid
 from ..sources import Source, source_from_config
+from ..sources.opened import BUDGET, OpenSources
 from ..storage import hide_in_logs, redacted
 from ..timeline import cpu_facts, mark_ready, process_start
 from ..util import file_identity, raise_if_stopped, slow_phase_for_tests, stop_requested
@@ -56,15 +57,30 @@ class Job:
                 f"reads_ahead={self.reads_ahead})")
 
 
-# One open Source per thread (a Source's reused read buffer is one task's at a time), keyed by its
-# config; each entry remembers the identity of its files, so a file rewritten in place (same path,
-# new inode) is reopened instead of read through a stale handle by a long-lived worker.
-_SOURCES: dict[int, dict[tuple, tuple[tuple, Source]]] = {}
+class _JobSources(OpenSources):
+    """One thread's open job Sources (a Source's reused read buffer is one task's at a time), keyed by their
+    configs, within the process's one budget of open sources: a long-lived worker, or lazy arrays over many
+    files, keeps at most the budget open. Each remembers its files' identity, so a file rewritten in place (same
+    path, new inode) is reopened instead of read through a stale handle. An ensemble's round Source holds no file
+    of its own (its members take their shares where they are opened): it is kept beside, the latest only, the
+    rounds before let go of, not closed (the next round reads their open members)."""
+
+    def __init__(self) -> None:
+        super().__init__(BUDGET, lambda key, src: src.__dict__.pop("_scratch", None), list_paths=False)
+        self.identity: dict[tuple, tuple] = {}
+        self.round: tuple[tuple, Source] | None = None
+
+    def drop(self, key: tuple) -> None:
+        self.identity.pop(key, None)
+        super().drop(key)
+
+
+_SOURCES: dict[int, _JobSources] = {}
 _ANALYSES: dict[tuple, Analysis] = {}
 
 
-def _thread_sources() -> dict[tuple, tuple[tuple, Source]]:
-    return _SOURCES.setdefault(threading.get_ident(), {})
+def _thread_sources() -> _JobSources:
+    return _SOURCES.setdefault(threading.get_ident(), _JobSources())
 
 
 #: The configs keyed last, by identity, with their keys: a worker's tasks of one job (loaded once: jobfile.py)
@@ -89,14 +105,6 @@ def _config_paths(config: dict) -> list[str]:
     return [str(p) for p in paths] + [str(p) for p in config.get("trajectories") or ()]
 
 
-def _release(src: Source) -> None:
-    """Close a cached source and drop its scratch buffers (up to a 256 MB slab each)."""
-    try:
-        src.close()
-    finally:
-        src.__dict__.pop("_scratch", None)
-
-
 def _traits_of_config(config: dict, trait: str) -> bool:
     """The config's Source's declared capability ``trait`` (a class attribute of :class:`Source`)."""
     from ..sources.registry import source_class
@@ -107,30 +115,36 @@ def _traits_of_config(config: dict, trait: str) -> bool:
 
 def cached_source(config: dict, comm=None) -> tuple[Source, float]:
     """The process's Source for ``config`` and the seconds opening it now (0: cached; reopened if its files changed)."""
-    key = _key(config)
-    ident = file_identity(_config_paths(config))
-    cache = _thread_sources()
-    entry = cache.get(key)
-    if entry is not None:
-        if entry[0] == ident:
-            entry[1].refresh()   # files it opened lazily (segments) are checked as tasks read them
-            return entry[1], 0.0
+    key, cache = _key(config), _thread_sources()
+    rounds = _traits_of_config(config, "replaced_each_round")
+    ident = () if rounds else file_identity(_config_paths(config))
+    src = cache.round[1] if rounds and cache.round and cache.round[0] == key else None if rounds else cache.use(key)
+    if src is not None:
+        if rounds or cache.identity[key] == ident:
+            src.refresh()   # files it opened lazily (segments) are checked as tasks read them
+            return src, 0.0
         log.debug("%s changed since it was opened: reopening", _config_paths(config)[:1])
-        del cache[key]
-        _release(entry[1])
+        cache.drop(key)
     if _traits_of_config(config, "ships_offsets"):   # a growing file ships longer offsets each round
         same = {("kind", repr(config.get("kind"))), ("path", repr(config.get("path")))}
         for old in [k for k in cache if same <= set(k)]:
-            _release(cache.pop(old)[1])
-    elif _traits_of_config(config, "replaced_each_round"):   # the rounds before: let go of, not closed
-        kind = ("kind", repr(config.get("kind")))
-        for old in [k for k in cache if kind in k]:
-            del cache[old]
+            cache.drop(old)
     t0 = time.perf_counter()
+    if not rounds:
+        cache.make_room()
     src = source_from_config(config, comm=comm)
     src.reuse_buffers = True   # tasks run one at a time per thread; map keeps no views of a block
-    cache[key] = (ident, src)
+    _keep(cache, key, ident, src, rounds)
     return src, time.perf_counter() - t0
+
+
+def _keep(cache: _JobSources, key: tuple, ident: tuple, src: Source, rounds: bool) -> None:
+    """``src``, just opened, kept as the thread's for ``key`` (a round's beside the budget, the last let go of)."""
+    if rounds:
+        cache.round = (key, src)
+    else:
+        cache.add(key, src)
+        cache.identity[key] = ident
 
 
 #: Looks at a file being written whose metadata a task found mid-flush, and the seconds between them.
@@ -155,21 +169,24 @@ def _opened(job: Job, comm=None) -> tuple[Source, float]:
 
 def adopt_source(config: dict, source: Source) -> None:
     """Keep ``source``, opened to prepare the job, as this thread's (:attr:`Executor.adopts_sources`)."""
-    cache = _thread_sources()
-    old = cache.pop(_key(config), None)
-    if old is not None and old[1] is not source:
-        _release(old[1])
+    cache, key = _thread_sources(), _key(config)
+    rounds = _traits_of_config(config, "replaced_each_round")
+    if key in cache and cache.use(key) is not source:
+        cache.drop(key)
     source.reuse_buffers = True
-    cache[_key(config)] = (file_identity(_config_paths(config)), source)
+    if key not in cache:
+        _keep(cache, key, () if rounds else file_identity(_config_paths(config)), source, rounds)
 
 
 def close_cached_sources() -> None:
     """Close every cached source of every thread; no task may be running in this process."""
-    entries = [e for cache in list(_SOURCES.values()) for e in cache.values()]
+    caches = list(_SOURCES.values())
     _SOURCES.clear()
     _ANALYSES.clear()
-    for _, src in entries:
-        _release(src)
+    for cache in caches:
+        cache.close()
+        if cache.round is not None:
+            cache.round[1].close()
 
 
 def opened_files(config: dict, source: Source, before: int, opened_now: bool) -> tuple[str, ...]:
