@@ -224,9 +224,9 @@ class Backend:
         self.put(name, data)
 
     def open(self, location: str, options: dict | None = None):
-        from trajscale.storage.opener import open_bytes
+        from trajscale.storage.location import Location
 
-        return open_bytes(location, options or {})
+        return Location(location, options).store()
 
     @contextlib.contextmanager
     def proxied(self, name: str) -> Iterator[tuple[str, dict, TcpProxy]]:

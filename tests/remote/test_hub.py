@@ -254,13 +254,13 @@ def test_two_mpi_ranks_over_the_hub_give_the_local_runs_bytes(hub, domains, loca
 def test_an_expired_storage_url_is_resolved_again_once(domains):
     """The storage's signed URL kept for a file expires (the storage answers 403): the file's resolve URL is
     asked again, once, and the read goes on with the right bytes; every request names trajscale."""
-    from trajscale.storage.opener import open_bytes
+    from trajscale.storage.location import Location
 
     data = (domains / f"mdcath_dataset_{DOMAINS[0]}.h5").read_bytes()
     with HubServer(ttl=1) as hub:
         sha = publish(hub, domains, "org/expiring")
-        store = open_bytes(f"hf://datasets/org/expiring@{sha}/data/mdcath_dataset_{DOMAINS[0]}.h5",
-                           {"endpoint_url": hub.endpoint})
+        store = Location(f"hf://datasets/org/expiring@{sha}/data/mdcath_dataset_{DOMAINS[0]}.h5",
+                         {"endpoint_url": hub.endpoint}).store()
         ranges = [(a, a + 3000) for a in range(300_000, len(data) - 3000, 50_000)]
         assert [bytes(g) for g in store.read_ranges(ranges[:5])] == [data[a:b] for a, b in ranges[:5]]
         assert sum(hub.resolves.values()) == 1
@@ -318,10 +318,10 @@ def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
 ])
 def test_a_malformed_hub_url_is_one_line(url, said):
     from trajscale.errors import TrajscaleError
-    from trajscale.storage.opener import open_bytes
+    from trajscale.storage.location import Location
 
     with pytest.raises(TrajscaleError) as err:
-        open_bytes(url, {"endpoint_url": "http://127.0.0.1:9"})
+        Location(url, {"endpoint_url": "http://127.0.0.1:9"}).store()
     assert said in str(err.value) and "\n" not in str(err.value), err.value
 
 

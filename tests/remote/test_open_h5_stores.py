@@ -11,7 +11,7 @@ import pytest
 from trajscale.errors import InputFileError
 from trajscale.hdf5.hdf5 import open_h5
 from trajscale.storage.bytestore import LocalFile
-from trajscale.storage.opener import open_bytes
+from trajscale.storage.location import Location
 
 from .conftest import BUCKET
 
@@ -49,7 +49,7 @@ def test_a_local_store_is_opened_by_name(small):
 
 def test_an_objects_store_and_its_url_read_the_files_bytes(small, s3_env):
     path, url, expect = small
-    for given in (url, open_bytes(url)):
+    for given in (url, Location(url).store()):
         with open_h5(given) as f:
             assert f.filename != path
             np.testing.assert_array_equal(f["x"][()], expect)

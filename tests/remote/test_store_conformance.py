@@ -114,7 +114,7 @@ def test_a_pinned_version_gone_is_a_replacement(s3_env):
     """Reads pinned to the version a run began with (a versioned bucket's; GCS pins every read to the object's
     generation): that version removed, a read answers "no such object", which is said as the object replaced
     during the run, as the validator table promises, not as a missing key."""
-    from trajscale.storage.opener import open_bytes
+    from trajscale.storage.location import Location
 
     from .stores import payload
 
@@ -122,7 +122,7 @@ def test_a_pinned_version_gone_is_a_replacement(s3_env):
     client.create_bucket(Bucket="pinned")
     client.put_bucket_versioning(Bucket="pinned", VersioningConfiguration={"Status": "Enabled"})
     first = client.put_object(Bucket="pinned", Key="gone.bin", Body=payload())["VersionId"]
-    store = open_bytes("s3://pinned/gone.bin", {"retry_seconds": 2})
+    store = Location("s3://pinned/gone.bin", {"retry_seconds": 2}).store()
     assert store.object_identity.version == first
     client.put_object(Bucket="pinned", Key="gone.bin", Body=payload(seed=5))
     client.delete_object(Bucket="pinned", Key="gone.bin", VersionId=first)   # as GCS drops a replaced generation

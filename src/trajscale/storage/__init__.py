@@ -1,10 +1,10 @@
 """Trajectories behind a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``hf://``): bytes by range
 requests, below the Sources, which read a URL as they read a path.
 
-A :class:`~.bytestore.ByteStore` answers a file's size and identity and reads byte ranges (:mod:`.opener`);
-every object of one server shares one :class:`~.server.Server`. Options are fsspec's ``storage_options`` plus
-``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``; credentials never reach a message, log,
-report or profile. This module imports no client library: ``import trajscale`` stays free of them.
+A :class:`~.bytestore.ByteStore` (:meth:`.location.Location.store`) answers a file's size and identity and reads
+byte ranges; every object of one server shares one :class:`~.server.Server`. Options are fsspec's
+``storage_options`` plus ``retry_seconds``, ``timeout``, ``max_concurrency`` and ``merge_gap``; credentials never
+reach a message, log, report or profile. This module imports no client library: ``import trajscale`` stays free of them.
 """
 
 from __future__ import annotations

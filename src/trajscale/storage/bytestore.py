@@ -1,7 +1,7 @@
 """The ByteStore interface, and the local file's store: what every format reads its bytes through.
 
 A :class:`ByteStore` answers a file's size and identity and reads byte ranges of it; :class:`LocalFile` also
-offers a descriptor for the compiled gather (:mod:`.pread`). :func:`~.opener.open_bytes` imports
+offers a descriptor for the compiled gather (:mod:`.pread`). :meth:`~.location.Location.store` imports
 :class:`~.objects.RemoteObject` (and its clients) only for a URL.
 """
 

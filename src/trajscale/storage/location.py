@@ -139,10 +139,14 @@ class Location:
         return server_of(self.where, self.options)
 
     def store(self, identity: list | None = None, round_trip: float | None = None) -> ByteStore:
-        """Its bytes: a local file, or the object behind the URL, read with this location's options."""
-        from .opener import open_bytes
+        """Its bytes: a local file, or the object behind the URL read with this location's options (its
+        ``identity`` and ``round_trip`` as another process found them: then nothing is asked now)."""
+        cls = self.store_class
+        if not cls.costs_request:
+            return cls(self.where)
+        from .objects import Identity
 
-        return open_bytes(self.where, dict(self.options), identity, round_trip)
+        return cls.open(self.where, dict(self.options), Identity.of(identity), round_trip)
 
     @property
     def size(self) -> int:
