@@ -38,7 +38,6 @@ PKG = ROOT / "src" / "trajscale"
 _LAYOUT = "a Layout's own flag: the file is written for reads over a network (a choice of chunks), not where bytes are"
 _POLICY = "a policy point: what a URL is refused or told (outputs are local files; --follow watches a local file)"
 _INSPECT = "inspect reports a URL's requests and what tells a replacement: the report is about where the bytes are"
-_LOCATIONS = "the location module above the bytes: it asks the Location, for the policy points"
 _SCHEME_TABLE = "the scheme table's own functions (util.py, at the bottom, so every layer tells a URL alike)"
 _EXECUTOR_CLASSES = "the executor registry names each executor's class, imported when the executor is asked for"
 _CONVERT_RUNNERS = "the executor registry names each executor's convert runner, imported when a convert runs on it"
@@ -47,12 +46,11 @@ _CLI_COMMAND = "the command line a subprocess runs (python -m), not an import"
 #: rule -> {"path: the line as written": why it may}. A line fixed leaves the list.
 ALLOWED: dict[str, dict[str, str]] = {
     "where": {
-        "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not is_local(where):": _INSPECT,
-        "cli/inspect.py: if not is_local(where):": _INSPECT,
-        "cli/options.py: if isinstance(value, str) and not is_local(Location(value)):": _POLICY,
-        "cli/options.py: if is_local(Location(args.output)):": "an interrupted output is looked for only in a "
-        "local folder",
-        "run.py: remote = [t for t in files if not is_local(t)]   # the locations say it: nothing opened yet": _POLICY,
+        "cli/inspect.py: if getattr(args, \"remote_costs\", False) or not where.local:": _INSPECT,
+        "cli/inspect.py: if not where.local:": _INSPECT,
+        "cli/options.py: if isinstance(value, str) and not Location(value).local:": _POLICY,
+        "cli/options.py: if Location(args.output).local:": "an interrupted output is looked for only in a local folder",
+        "run.py: remote = [t for t in files if not t.local]   # the locations say it: nothing opened yet": _POLICY,
         "convert/options.py: if self.layout.remote:   # (only then: records of earlier runs, without it, still "
         "match)": _LAYOUT,
         "convert/rechunk.py: early = job.spec.layout.remote and not job.spec.layout.compression": _LAYOUT,
@@ -62,9 +60,8 @@ ALLOWED: dict[str, dict[str, str]] = {
         "h5md/layout.py: return {\"meta_block_size\": METADATA_BLOCK_BYTES} if self.remote else {}": _LAYOUT,
         "h5md/layout.py: return f\"chunks={self.chunks} compression={comp}\" + (\" layout=remote\" if self.remote "
         "else \"\")": _LAYOUT,
-        "sources/locations.py: return location is None or location.local": _LOCATIONS,
-        "sources/locations.py: return str(location.beside(name)) if location.local and not os.path.isabs(name) "
-        "else name": _LOCATIONS,
+        "sources/segments.py: if topology and ip.local and not os.path.isabs(topology):   # (a topology is read from "
+        "a local disk)": "a topology an index names is a local file: beside a local index, else as it is named",
         "util.py: return scheme_of(path) is not None": _SCHEME_TABLE,
         "util.py: if is_url(path):": _SCHEME_TABLE,
         "util.py: if is_url(os.fspath(path)):": _SCHEME_TABLE,
@@ -507,7 +504,7 @@ def test_each_rule_has_five_planted_spellings():
 
 
 def test_an_allowed_line_is_allowed_in_its_file_only(tmp_path):
-    line = "if is_local(Location(args.output)):"
+    line = "if Location(args.output).local:"
     assert f"cli/options.py: {line}" in ALLOWED["where"]
     hits = _planted(tmp_path, {"cli/options.py": f"{line}\n    pass", "cli/run.py": f"{line}\n    pass"})
     assert [h.key for h in hits] == [f"cli/options.py: {line}", f"cli/run.py: {line}"]

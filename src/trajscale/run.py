@@ -9,7 +9,7 @@ from .analysis.base import Analysis
 from .engine import Engine, FinishedRounds, Rounds
 from .runspec import RunOptions
 from .sources import is_stream
-from .sources.locations import Location, is_local
+from .storage.location import Location
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:   # (a followed run's options, importable from here: see __getattr__ below)
@@ -126,7 +126,7 @@ def rounds_for(analysis: Analysis, topology, where: list[Location] | str, option
     files: list[Location] = where
     if options.follow is None:
         return FinishedRounds(files if len(files) > 1 else files[0], topology, options)
-    remote = [t for t in files if not is_local(t)]   # the locations say it: nothing opened yet
+    remote = [t for t in files if not t.local]   # the locations say it: nothing opened yet
     if remote:
         from .errors import ConfigError
 

@@ -119,13 +119,14 @@ def test_a_password_in_a_url_is_what_reads_a_private_object(private, s3_server, 
 
 def test_a_resumable_outputs_record_names_a_private_input_without_its_password(private):
     from trajscale.convert.resume import ResumeKey, WriteMode
+    from trajscale.storage.location import Location
 
     base = private[0]
-    key = ResumeKey.of("convert", WriteMode.SERIAL, [TPR, f"{base}/adk.xtc"], {})
+    key = ResumeKey.of("convert", WriteMode.SERIAL, [Location(TPR), Location(f"{base}/adk.xtc")], {})
     said = json.dumps(key.to_dict())
     assert SECRET not in said and f"{PRIVATE[0]}:***@" in said
     assert key.difference(ResumeKey.from_dict(json.loads(said))) is None   # a resume matches on what it wrote
-    other = ResumeKey.of("convert", WriteMode.SERIAL, [TPR, f"{base}/damaged.xtc"], {})
+    other = ResumeKey.of("convert", WriteMode.SERIAL, [Location(TPR), Location(f"{base}/damaged.xtc")], {})
     assert "another input" in other.difference(key)
 
 

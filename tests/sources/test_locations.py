@@ -5,13 +5,14 @@ here opens an object."""
 
 from __future__ import annotations
 
+import json
 import os
 from urllib.parse import urljoin
 
 import pytest
 
-from trajscale.sources import reader_modules
-from trajscale.sources.locations import Location, local_beside
+from trajscale.sources import SegmentedSource, reader_modules
+from trajscale.storage.location import Location
 
 
 @pytest.mark.parametrize("index, part", [
@@ -41,11 +42,14 @@ def test_a_part_beside_a_local_index_is_in_its_folder(tmp_path):
 
 
 def test_a_topology_an_index_names_is_a_local_file(tmp_path):
-    index = str(tmp_path / "index.json")
-    assert local_beside(Location(index), "top.tpr") == os.path.join(str(tmp_path), "top.tpr")
-    assert local_beside(Location(index), "/abs/top.tpr") == "/abs/top.tpr"
-    # beside an index behind a URL it is the working folder's, as given (topologies are read from disk)
-    assert local_beside(Location("s3://b/run/index.json"), "top.tpr") == "top.tpr"
+    def topology_of(named: str) -> str:
+        index = {"format": "trajscale-segments", "n_atoms": 3, "topology": named,
+                 "segments": [{"path": "p.xtc", "start": 0, "n_frames": 1, "format": "XTC"}]}
+        (tmp_path / "index.json").write_text(json.dumps(index))
+        return SegmentedSource(str(tmp_path / "index.json")).topology   # (no part opened)
+
+    assert topology_of("top.tpr") == os.path.join(str(tmp_path), "top.tpr")
+    assert topology_of("/abs/top.tpr") == "/abs/top.tpr"
 
 
 def test_a_local_files_identity_is_its_stat_and_none_when_it_is_gone(tmp_path):

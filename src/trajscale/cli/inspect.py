@@ -51,7 +51,6 @@ def main(args) -> int:
     if args.follow:
         return _follow(args)
     from ..sources.base import OpenRequest
-    from ..sources.locations import is_local
     from ..sources.registry import guess
 
     where = Location(args.file)   # (with the command line's options)
@@ -72,9 +71,9 @@ def main(args) -> int:
         if atoms is not None:   # the selection's own row beside the standard patterns
             _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
-    if getattr(args, "remote_costs", False) or not is_local(where):
+    if getattr(args, "remote_costs", False) or not where.local:
         facts["remote_costs"] = _remote_costs(args, facts, where)
-    if not is_local(where):
+    if not where.local:
         facts["validator"] = store_validator(where)
     facts = redacted(facts)   # (what is printed names the file: never a URL's password)
     if args.json:
@@ -161,11 +160,9 @@ def _inspect_other(args, match, where: Location) -> int:
     if given:
         raise ConfigError(f"{' and '.join(given)}: for H5MD files; {args.file} is {match.format} "
                           "(convert it first)")
-    from ..sources.locations import is_local
-
     with open_file(where) as src:
         facts = describe_source(src)
-    if not is_local(where):
+    if not where.local:
         facts["validator"] = store_validator(where)
     stem = os.path.splitext(os.path.basename(args.file.rstrip("/")))[0] or "traj"
     facts["convert"] = f"trajscale convert TOPOLOGY {shlex.quote(args.file)} -o {shlex.quote(stem + '.h5md')}"

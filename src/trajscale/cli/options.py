@@ -17,11 +17,11 @@ def refuse_url_outputs(args) -> None:
     """Refuse an output given as a URL, in one line, before any command starts: outputs are local paths
     (``s3://b/x`` would be taken for the folder ``s3:/b/x``), and a finished file is uploaded after."""
     from ..errors import OutputError
-    from ..sources.locations import Location, is_local
+    from ..storage.location import Location
 
     for dest in OUTPUT_DESTS:
         value = getattr(args, dest, None)
-        if isinstance(value, str) and not is_local(Location(value)):
+        if isinstance(value, str) and not Location(value).local:
             raise OutputError(value, "outputs are written to local paths: write it here, then upload the "
                                      "finished file (e.g. `aws s3 cp FILE URL`, `aws s3 cp --recursive DIR URL` "
                                      "for a folder), which the store shows under its key only when complete")
@@ -106,9 +106,9 @@ def resumed_complete(args, inputs, unfinished) -> bool:
 
 def kept_for_resume(args) -> str:
     """What an interrupted convert/rechunk left: its partial output for ``--resume``, or nothing."""
-    from ..sources.locations import Location, is_local
+    from ..storage.location import Location
 
-    if is_local(Location(args.output)):
+    if Location(args.output).local:
         from ..convert.resume import unfinished
 
         if not any(p.exists() for p in unfinished(args.output, args.command)):

@@ -86,7 +86,8 @@ def convert(topology: str, trajectories: list[str], output: str, *, options: Con
                              / len(sources), reads_ahead=any(s.reads_ahead for s in sources))
         opts = dataclasses.replace(opts, write=write)
         _check_room(output, behind, job, opts)
-        key = ResumeKey.of("convert", _write_mode(job, write), inputs, _resume_options(job, opts))
+        key = ResumeKey.of("convert", _write_mode(job, write), [Location(p) for p in inputs],
+                           _resume_options(job, opts))
         partial = Partial(check_output_path(output, write.overwrite, inputs=behind), key)
         if write.mpi:   # every rank planned the same join (the same few frames read)
             from .parallel import convert_parallel

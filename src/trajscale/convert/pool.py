@@ -21,7 +21,7 @@ from ..parallel import wait_asleep
 from ..pools import as_completed_polling, parent_alive, process_pool, quiet_worker, stop_workers
 from ..progress import progress_bar
 from ..sharing import share_on_comm
-from ..sources.locations import locate
+from ..storage.location import absolute as locate
 from ..util import raise_if_stopped, request_stop, stop_requested
 
 log = logging.getLogger(__name__)

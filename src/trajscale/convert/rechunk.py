@@ -125,7 +125,7 @@ def rechunk(input: str | os.PathLike, output: str | os.PathLike, layout: Layout 
         job = RechunkJob(src_path, tuple(_series_names(src)), spec, opts.slab_bytes or SLAB_BYTES,
                          opts.slab_bytes or direct.COUNT_BYTES)
         write = write.chosen(*_frames_and_atoms(src))   # "auto": serial or a pool, from the file's size
-        key = ResumeKey.of("rechunk", _write_mode(src, job, write), [src_path],
+        key = ResumeKey.of("rechunk", _write_mode(src, job, write), [Location(src_path)],
                            {**spec.resume_options(), "virtual": write.virtual})
         partial = Partial(final, key)
         if partial.mode is WriteMode.COLLECTIVE:

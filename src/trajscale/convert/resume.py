@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import OutputError
 from ..locks import OutputLock
+from ..storage.location import Location
 from ..util import fsync_path
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,12 @@ class InputIdentity:
     mtime_ns: int
 
     @classmethod
-    def of(cls, path: str | os.PathLike) -> InputIdentity:
-        """``path``'s name, size and version (:meth:`~trajscale.storage.bytestore.ByteStore.stamp`: a local
+    def of(cls, where: Location) -> InputIdentity:
+        """``where``'s name, size and version (:meth:`~trajscale.storage.bytestore.ByteStore.stamp`: a local
         file's mtime, an object's ETag); a URL as shown, without its password: the record is written to disk."""
         from ..storage import redacted
-        from ..storage.location import Location
 
-        name, size, version = Location(path).store().stamp()
+        name, size, version = where.store().stamp()
         return cls(redacted(name), size, version)
 
 
@@ -81,7 +81,7 @@ class ResumeKey:
     options: tuple[tuple[str, OptionValue], ...]   # each that shapes the output's bytes, by its CLI name
 
     @classmethod
-    def of(cls, kind: str, mode: WriteMode, inputs, options: dict[str, OptionValue]) -> ResumeKey:
+    def of(cls, kind: str, mode: WriteMode, inputs: list[Location], options: dict[str, OptionValue]) -> ResumeKey:
         """The key of a run on the files ``inputs`` (stat'ed now) with ``options``."""
         return cls(kind, mode, tuple(InputIdentity.of(p) for p in inputs), tuple(options.items()))
 

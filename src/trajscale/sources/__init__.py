@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .._lazy import attach
+from ..storage.location import Location
+from ..storage.location import absolute as locate
 from ..util import is_hdf5
-from .locations import Location, locate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

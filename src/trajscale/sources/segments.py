@@ -27,9 +27,9 @@ import numpy as np
 from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
+from ..storage.location import Location
 from . import registry
 from .base import OpenRequest, Source, file_head
-from .locations import Location, local_beside
 from .opened import OpenSources
 from .traits import SEGMENTS
 
@@ -170,8 +170,8 @@ class SegmentedSource(Source):
             topology = topology or loaded.get("topology")
             group = group or loaded.get("group")   # as `trajscale index --group` recorded them
             assume_units = assume_units or loaded.get("assume_units")
-            if topology:
-                topology = local_beside(ip, topology)
+            if topology and ip.local and not os.path.isabs(topology):   # (a topology is read from a local disk)
+                topology = ip.beside(topology).where
             index = ip.where
         # else: shipped by get_config (absolute paths, offsets scanned): nothing is read here
         self._index_path = None if index is None else str(index)
