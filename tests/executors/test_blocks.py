@@ -66,7 +66,7 @@ def test_one_task_is_read_in_blocks_and_reduced(adk_vacuum, adk_vacuum_h5md, mda
     try:
         got = SerialExecutor().map_tasks(job, [FrameRange(0, 98)])
         [partial], [timing] = got.partials, got.timings
-        [(_, src)] = [e for cache in base._SOURCES.values() for e in cache.values()]
+        [src] = [s for cache in base._SOURCES.values() for s in cache.values()]
         assert max(buf.nbytes for buf in src._scratch.values()) <= 4 * 3341 * 12
     finally:
         base.close_cached_sources()
