@@ -281,19 +281,19 @@ def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
     answering in place is asked nothing more."""
     import time
 
-    from trajscale.storage.opener import open_bytes
+    from trajscale.storage.location import Location
 
     data = (domains / f"mdcath_dataset_{DOMAINS[0]}.h5").read_bytes()
     ranges = [(a, a + 3000) for a in range(300_000, len(data) - 3000, 50_000)]
     with HubServer(ttl=2) as hub:
         sha = publish(hub, domains, "org/plain")
         url = f"{hub.endpoint}/datasets/org/plain/resolve/{sha}/data/mdcath_dataset_{DOMAINS[0]}.h5"
-        store = open_bytes(url, {})
+        store = Location(url).store()
         assert [bytes(g) for g in store.read_ranges(ranges[:5])] == [data[a:b] for a, b in ranges[:5]]
         assert sum(hub.resolves.values()) == 1 and hub.ranges == 6   # (the first bytes, then the five)
         state = store.state()
-        script = ("import json, sys; from trajscale.storage.opener import open_bytes; s = json.loads(sys.argv[1]); "
-                  "o = open_bytes(sys.argv[2], s['storage_options'], s['identity']); "
+        script = ("import json, sys; from trajscale.storage.location import Location; s = json.loads(sys.argv[1]); "
+                  "o = Location(sys.argv[2], s['storage_options']).store(s['identity']); "
                   "print(o.read_ranges([(300_000, 303_000)])[0].hex())")
         got = subprocess.run([sys.executable, "-c", script, json.dumps(state), url], capture_output=True,
                              text=True, timeout=120)
