@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 #: The storage option a worker is handed a file's target in (by the object's ``state()``; taken out at once).
 HANDED = "resolved_url"
-#: Refusals of a kept target that ask its URL again.
+#: Refusals of a kept target that ask its URL again (and 410 Gone).
 REFUSED = ("denied", "unauthenticated", "missing")
 
 
@@ -150,9 +150,10 @@ def get(obj, kept: SimpleNamespace, options: dict, timeout: float):
     try:
         return obstore.get(_store(obj, kept, timeout), "", options=options)
     except Exception as exc:   # noqa: BLE001 - a refused target is asked for again, once; the rest classified
-        if classify(exc).kind not in REFUSED or kept.url == obj.resolve_url:
+        failure = classify(exc)
+        if (failure.kind not in REFUSED and failure.status != 410) or kept.url == obj.resolve_url:
             raise
-        log.debug("%s: its target was refused (%s): asked again", obj.url, classify(exc).problem)
+        log.debug("%s: its target was refused (%s): asked again", obj.url, failure.problem)
         kept = target(obj, kept) or _target(obj.url)
         return obstore.get(_store(obj, kept, timeout), "", options=options)
 
