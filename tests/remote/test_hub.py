@@ -306,7 +306,7 @@ def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
         # a file the server answers in place (the Hub's small ones): asked, then its server's next file is not
         later = hub.commit("org/plain", {"NOTES.md": b"notes\n"})
         for name, asked in (("README.md", 2), ("NOTES.md", 1)):
-            small = open_bytes(f"{hub.endpoint}/datasets/org/plain/resolve/{later}/{name}", {})
+            small = Location(f"{hub.endpoint}/datasets/org/plain/resolve/{later}/{name}").store()
             assert small.read_ranges([(0, 5)])[0] == (b"# mdC" if name == "README.md" else b"notes")
             assert hub.resolves[f"org/plain/{name}"] == asked, hub.resolves
 
