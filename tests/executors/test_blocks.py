@@ -84,10 +84,12 @@ def test_block_budget_must_be_positive(adk_vacuum, adk_vacuum_h5md):
 def test_a_partials_bytes_are_its_arrays_bytes():
     """What a fold counts of a partial (how soon it reduces a run of them): the bytes of every NumPy array in
     its dicts, sequences and dataclasses (the field names of each dataclass type looked up once), nothing for
-    its labels and numbers, a class itself, or an object of another kind."""
+    its labels and numbers, a class itself, an object of another kind, or a field marked held (an ensemble
+    member's preparation: reducing keeps it whole)."""
     import dataclasses
 
     from trajscale.analysis.base import FrameRows, Prepared
+    from trajscale.ensemble.analysis import MemberPartial
     from trajscale.executors.base import _nbytes
 
     @dataclasses.dataclass
@@ -104,3 +106,5 @@ def test_a_partials_bytes_are_its_arrays_bytes():
     assert _nbytes(partial) == expect
     assert _nbytes(partial) == expect   # (again, the field names now looked up)
     assert _nbytes(Pair) == 0 and _nbytes("text") == 0 and _nbytes(object()) == 0
+    member = MemberPartial(rows, 3, prepared=Prepared(atoms, {"quads": quads}))
+    assert _nbytes(member) == frame.nbytes + time.nbytes + values.nbytes

@@ -119,7 +119,7 @@ class MemberPartial:
     nbytes: int = 0
     opens: int = 0
     error: str | None = None
-    prepared: object = None
+    prepared: object = field(default=None, metadata={"held": True})   # (reducing keeps it whole: not folded)
     t_prepare: float = 0.0
     atoms: int = 0
     frame_work_s: float = 0.0
