@@ -187,6 +187,25 @@ def test_a_quiet_xtc_run_imports_neither_the_summary_nor_hdf5(tmp_path):
         loaded
 
 
+def test_a_quiet_ensemble_run_builds_its_analysis_alone_and_no_summary(tmp_path):
+    """``trajscale -q run ramachandran --ensemble CATALOG``: the command line builds the named analysis's parser
+    alone (no other analysis's module, nor the superposition kernels), and no summary is made for nobody to
+    read (the advice and diagnosis modules stay unimported); each trajectory's results and the table are written."""
+    from MDAnalysisTests.datafiles import GRO, XTC
+
+    catalog, out = tmp_path / "members.csv", tmp_path / "r.csv"
+    catalog.write_text(f"name,topology,trajectory\na,{GRO},{XTC}\nb,{GRO},{XTC}\n")
+    names = ("trajscale.analysis.", "trajscale.kernels.superpose", "trajscale.report.")
+    code, loaded = _second_run_loads(["-q", "run", "ramachandran", "--ensemble", str(catalog), "--executor", "serial",
+                                      "--out", str(out), "--results", str(tmp_path / "res"), "--overwrite"],
+                                     tmp_path / "caches", names)
+    assert code == 0 and len(out.read_text().splitlines()) > 20 and len(list((tmp_path / "res").iterdir())) >= 2
+    others = {"rmsd", "rmsf", "rgyr", "average", "rdf", "contacts", "distances", "comdist"}
+    assert not {m.rsplit(".", 1)[1] for m in loaded if m.startswith("trajscale.analysis.")} & others, loaded
+    assert "trajscale.kernels.superpose" not in loaded
+    assert not {m for m in loaded if m.rsplit(".", 1)[-1] in {"advice", "diagnose", "metrics", "stragglers"}}, loaded
+
+
 def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
     """``trajscale -q run rmsd TOP FILE.h5md --executor serial``, the shortest common run: no ``numpy.ma``
     (``np.unique``'s first call imports it), no pool's claims, no followed run's options, no record of what

@@ -100,8 +100,8 @@ def add_parser(sub, only: str | None = None) -> None:
 
 
 #: Words on a ``run`` line after which every analysis's parser is built: help lists them all, a plan's
-#: tables and an ensemble's may name any of them.
-_NEEDS_ALL = ("-h", "--help", "--plan", "--ensemble")
+#: tables may name any of them.
+_NEEDS_ALL = ("-h", "--help", "--plan")
 
 
 def add_parser_for(sub, argv: list[str]) -> None:

@@ -165,12 +165,12 @@ def main(args, planned) -> int:
     if args.report and first.report is not None:
         _write_report(first, args.report)
     outs = ", ".join(p.out for p in planned if p.out) or None
-    if first.report is not None:
+    if first.report is None:
+        print(f"nothing left to run: every trajectory's results were saved in {folder} before")
+    elif not args.quiet:   # (-q: stdout goes nowhere; the summary is not even made)
         from ..report.summary import run_summary
 
         print(_atoms_per_trajectory(run_summary(first.report, outs, args.report), first.trajectories.atoms))
-    else:
-        print(f"nothing left to run: every trajectory's results were saved in {folder} before")
     for line in first.trajectories.lines():
         print(redacted(line))
     print(f"results of each trajectory: {folder}")
