@@ -89,6 +89,21 @@ print(json.dumps({"cls": type(a).__name__, "alone": alone, "names": {k: v.name f
                                      "Reduce"])
 
 
+def test_a_rectangular_box_is_checked_without_box_vectors():
+    """Every block of an analysis that needs a box is checked: a rectangular box of positive edges is told to
+    have a volume without the compiled kernels' box vectors (made, and their module imported, for any other)."""
+    got = _fresh("""
+import json, sys
+import numpy as np
+from trajscale.analysis.base import check_boxes
+check_boxes(np.tile(np.float32([80, 80, 80, 90, 90, 90]), (30, 1)), np.arange(30), "a.xtc", "rdf")
+rectangular = "trajscale.kernels.geometry" in sys.modules
+check_boxes(np.tile(np.float32([80, 80, 80, 60, 60, 90]), (30, 1)), np.arange(30), "a.xtc", "rdf")
+print(json.dumps([rectangular, "trajscale.kernels.geometry" in sys.modules]))
+""")
+    assert got == [False, True]
+
+
 def test_a_file_matched_early_imports_no_other_reader(tmp_path):
     """The registry imports each Source's module as it reaches it: an H5MD file (matched second) starts no
     XTC, NumPy, MDAnalysis-part or IMD module, and scans no installed package for plugins."""

@@ -116,6 +116,28 @@ def test_a_box_of_zero_volume_is_refused_naming_its_frame(files, pool, dask_ex, 
     assert err.value.frame == 3
 
 
+def test_a_box_is_refused_exactly_where_it_closes_no_cell():
+    """Rectangular boxes are checked without making box vectors: each frame refused or kept exactly as by its
+    volume (edges of zero, below zero, infinite or not a number; float32's smallest and largest; triclinic)."""
+    from trajscale.analysis.base import check_boxes
+    from trajscale.kernels.geometry import box_volume
+
+    tiny, huge = float(np.finfo(np.float32).smallest_subnormal), float(np.finfo(np.float32).max)
+    boxes = [[80, 80, 80, 90, 90, 90], [tiny, tiny, tiny, 90, 90, 90], [huge, huge, huge, 90, 90, 90],
+             [80, 80, 0, 90, 90, 90], [80, -80, 80, 90, 90, 90], [np.inf, 80, 80, 90, 90, 90],
+             [np.nan, 80, 80, 90, 90, 90], [80, 80, 80, 90, np.nan, 90], [0] * 6, [80, 80, 80, 60, 60, 90],
+             [80, 80, 80, 90, 90, 180], [80, 80, 80, 60, 60, 150], [80, 80, 80, 90.00001, 90, 90]]
+    for dims in boxes:
+        box = np.array([[80, 80, 80, 90, 90, 90], dims], np.float32)
+        kept = bool(box_volume(box)[1] > 0)
+        try:
+            check_boxes(box, np.array([4, 5]), "a.xtc", "rdf")
+        except MissingBoxError as exc:
+            assert not kept and exc.frame == 5, dims
+        else:
+            assert kept, dims
+
+
 def test_a_box_too_large_to_sum_exactly_is_refused_naming_its_frame(tmp_path):
     """A box of (30,000 Å)³ wraps around in the exact int64 volume sum: refused, not summed to a wrong g(r)."""
     edge = 30000.0

@@ -245,17 +245,17 @@ def analysis_from_config(config: dict) -> Analysis:
 def check_boxes(box: np.ndarray, frames: np.ndarray, source: str, analysis: str) -> None:
     """Raise MissingBoxError naming the first of ``frames`` whose box (a row of ``box``, (F, 6)) is
     missing (all six dimensions zero) or has zero volume (an edge of zero, angles that close no cell)."""
-    # the compiled kernels load when a box is checked, not on `import trajscale.analysis`
-    from ..kernels.geometry import box_volume
+    dims = np.asarray(box).reshape(-1, 6)
+    if (dims[:, :3] > 0).all() and (dims[:, 3:] == 90).all() and np.isfinite(dims).all():
+        return   # rectangular, its edges finite and positive: a volume, with no box vectors made for each frame
+    from ..kernels.geometry import box_volume  # (the compiled kernels load here, not on import)
 
     valid = box_volume(box) > 0
     if valid.all():
         return
     i = int(np.argmin(valid))
-    if not np.any(box[i]):
-        problem = "has no periodic box"
-    else:
-        problem = f"has a box of zero volume ({', '.join(f'{v:g}' for v in box[i])})"
+    problem = f"has a box of zero volume ({', '.join(f'{v:g}' for v in box[i])})" if np.any(box[i]) else \
+        "has no periodic box"
     raise MissingBoxError(int(frames[i]), source,
                           f"{problem}, and the {analysis} analysis needs one (minimum image, the box volume); "
                           "a trajectory without periodic boundaries takes pbc=False (--no-pbc) where the "
