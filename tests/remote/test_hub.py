@@ -338,13 +338,81 @@ def test_a_repository_or_revision_that_is_not_there_is_one_line(hub):
     assert Location.glob(f"hf://datasets/{REPO}/nothing/*.h5", options) == []
 
 
-def test_offline_the_hub_is_not_asked(hub, monkeypatch):
-    """``HF_HUB_OFFLINE=1``: one line at once, and no request reaches the Hub."""
+def _epoch(cache: Path) -> tuple:
+    """An epoch over the glob with ``cache_dir``, as a new process reads it (nothing resolved nor kept before):
+    the dataset's member names, every sample, and the members it refused."""
+    import numpy as np
+
+    from trajscale.ml import EnsembleDataset
+    from trajscale.storage.hub import pin_revisions
+    from trajscale.storage.objects import forget_heads
+
+    pin_revisions()
+    forget_heads()
+    data = EnsembleDataset(GLOB, fields=("position", "force"), cache_dir=cache)
+    try:
+        return data.names, data.read(np.arange(len(data))), data.refused
+    finally:
+        data.close()
+
+
+@pytest.fixture
+def offline(hub, tmp_path, monkeypatch) -> tuple[Path, tuple]:
+    """The node-local cache an epoch online filled (and what it read), then ``HF_HUB_OFFLINE=1``."""
+    for k, v in hub.env().items():
+        monkeypatch.setenv(k, v)
+    online = _epoch(tmp_path / "cache")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path / "cache", online
+
+
+def test_offline_an_epoch_reads_the_node_local_cache_the_hub_unasked(hub, offline, caplog):
+    """An epoch with ``cache_dir`` online, then the same with ``HF_HUB_OFFLINE=1``: the same members and samples,
+    from the copies and the record kept beside them, the commit said once, and no request at the Hub or its
+    storage."""
+    import logging
+
+    import numpy as np
+
+    cache, (names, want, _) = offline
+    before = hub.requests
+    with caplog.at_level(logging.WARNING, logger="trajscale.storage.hub"):
+        got_names, got, refused = _epoch(cache)
+    assert hub.requests == before
+    assert len(names) == 9 and got_names == names and refused == [] and sorted(got) == sorted(want)
+    for k in want:
+        assert np.array_equal(got[k], want[k]), k
+    said = [r.getMessage() for r in caplog.records]
+    sha = hub.repos[("datasets", REPO)].refs["main"]
+    assert len(said) == 1 and f"hf://datasets/{REPO}@main: HF_HUB_OFFLINE is set: read at {sha[:12]}" in said[0]
+
+
+def test_offline_what_the_cache_lacks_is_refused_in_one_line(hub, offline):
+    """A copy the cache does not hold: its members refused, by the dataset and by a run, in one line naming the
+    file, the others read. A revision never resolved, or no cache named: one line. Not one request."""
+    import trajscale as ts
     from trajscale.errors import TrajscaleError
     from trajscale.storage.location import Location
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cache = offline[0]
+    sha = hub.repos[("datasets", REPO)].refs["main"]
+    lacking = f"hf://datasets/{REPO}@{sha}/data/mdcath_dataset_{DOMAINS[2]}.h5"
+    for copy in cache.glob(f"mdcath_dataset_{DOMAINS[2]}-*.h5"):
+        copy.unlink()
     before = hub.requests
-    with pytest.raises(TrajscaleError, match="HF_HUB_OFFLINE is set: the Hub is not asked"):
-        Location.glob(f"hf://datasets/{REPO}@v2/data/*.h5", {"endpoint_url": hub.endpoint})
+    why = f"{lacking}: the Hub is offline (HF_HUB_OFFLINE) and the file is not in the cache {cache}"
+    names, _, refused = _epoch(cache)
+    assert [r.member.name for r in refused] == [f"{DOMAINS[2]}/{t}/{r}" for t, r in ((320, 0), (348, 0), (348, 1))]
+    assert {r.reason for r in refused} == {why} and len(names) == 6
+    run = ts.run(ts.Ramachandran(select="protein", sincos=True), GLOB, storage_options={"cache_dir": str(cache)})
+    assert {r.reason for r in run.refused} == {why} and len(run.refused) == 3 and len(run.members) == 6
+    for where, options, said in (
+            (f"hf://datasets/{REPO}@v2/data/*.h5", {"cache_dir": str(cache)},
+             f"hf://datasets/{REPO}@v2: the Hub is offline (HF_HUB_OFFLINE) and revision v2 is not in the cache"),
+            (f"hf://datasets/{REPO}@{sha}/nothing/*.h5", {"cache_dir": str(cache)},
+             "the Hub is offline (HF_HUB_OFFLINE) and the listing of nothing/ is not in the cache"),
+            (GLOB, {}, f"hf://datasets/{REPO}: HF_HUB_OFFLINE is set: the Hub is not asked, and no cache_dir")):
+        with pytest.raises(TrajscaleError) as err:
+            Location.glob(where, options)
+        assert said in str(err.value) and "\n" not in str(err.value), err.value
     assert hub.requests == before

@@ -63,7 +63,10 @@ def ensemble_members(where: Location, base):
         if described is not None:   # (an earlier run described this very file: no HDF5 this time)
             domain, layouts = described
         else:
-            is_mdcath, view = _told(store)
+            try:
+                is_mdcath, view = _told(store)
+            except InputFileError:   # (unreadable now, as a Hub file offline that the cache lacks: refused when opened)
+                is_mdcath, view = True, None
             if not is_mdcath:
                 return None
             try:

@@ -181,7 +181,7 @@ class EnsembleDataset(_BatchReads):
         Files a process keeps open at once (least recently used closed first; an mdCATH file's members share one).
     cache_dir
         A node-local folder: members behind URLs are fetched there once per node and read from the copy
-        (default: read by range requests).
+        (default: read by range requests); with ``HF_HUB_OFFLINE=1``, the Hub's files are read from there.
     storage_options
         For members behind URLs (``endpoint_url``, ...; default: the environment's).
     transform
@@ -221,6 +221,11 @@ class EnsembleDataset(_BatchReads):
         self.cache_dir = str(cache_dir) if cache_dir else None
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
+        if cache_dir:   # (where the Hub's record is kept beside the copies, and read with HF_HUB_OFFLINE=1)
+            from ..storage import process_options
+
+            given = process_options() if storage_options is None else storage_options
+            storage_options = {**given, "cache_dir": os.path.abspath(cache_dir)}
         # (each member's files: Locations with their options, which its config carries to the workers)
         self.members, self.refused = _described(_members_of(trajectories, storage_options), self.fields, numbers,
                                                 check_frames)

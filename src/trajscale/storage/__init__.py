@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..util import is_url
 
 #: Options trajscale reads itself (the rest go to the object store's client, in its own names).
-OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle")
+OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle", "cache_dir")
 #: Names whose values are never shown (an option, a URL's query parameter): these words anywhere in the name,
 #: or (short words that other names hold) as a word of it: ``sas_token``, ``account_key``, ``X-Amz-Signature``.
 _SECRET_NAME = re.compile(r"secret|token|passw|credential|"

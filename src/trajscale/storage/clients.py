@@ -87,9 +87,10 @@ def check_options(url: str, options: dict | None) -> tuple[dict, dict, dict]:
     own = {k: opts.pop(k) for k in OWN_OPTIONS if k in opts}
     client = {k: opts.pop(k) for k in CLIENT_OPTIONS if k in opts}
     for k, v in own.items():
-        if k == "ca_bundle":
+        if k in ("ca_bundle", "cache_dir"):
             if not isinstance(v, str) or not v:
-                raise ConfigError(f"storage option ca_bundle: give the path of a PEM file (got {v!r})")
+                what = "a PEM file" if k == "ca_bundle" else "a folder"
+                raise ConfigError(f"storage option {k}: give the path of {what} (got {v!r})")
         elif k == "timeout":
             own[k] = _number(k, v, least=0, more_than=True)
         elif k == "retry_seconds":

@@ -5,20 +5,31 @@ A branch or tag is resolved to its commit once a process and every glob match is
 report and a resumed run read the same bytes whatever the branch does meanwhile. A file's resolve URL redirects
 to signed storage, asked once and kept (:mod:`.redirects`). The Hub is asked without following redirects, so the
 token goes to the Hub only, never to the storage nor into a message.
+
+With a node-local cache (the storage option ``cache_dir``) a repository's record is kept beside its copies: each
+revision's commit, each folder listed and each file's identity at its commit, as last seen. With
+``HF_HUB_OFFLINE=1`` the Hub is never asked: revisions, listings and files come from that record and the copies,
+and what it lacks is refused in one line.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import logging
 import os
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, unquote, urljoin
 
 from ..errors import ConfigError
+from ..util import fsync_path, temporary_name
 from . import process_options
-from .objects import Identity, RemoteObject
+from .bytestore import LocalFile
+from .objects import HEAD_BYTES, Identity, RemoteObject
 from .redirects import ask
 from .retry import RemoteError
 
@@ -82,10 +93,14 @@ def token(options: dict) -> str | None:
         return None
 
 
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
     """Ask the Hub (``where``: one of its URLs) for ``url``'s sake, with the token: (status, lower-cased headers,
     body) of a 2xx or 3xx answer (:func:`.redirects.ask`); a refusal said in one line."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if offline():
         raise RemoteError(url, "HF_HUB_OFFLINE is set: the Hub is not asked (unset it, or read a local copy)")
     secret = token(options)
     status, headers, body = ask(url, where, options, method, {"Authorization": f"Bearer {secret}"} if secret else {})
@@ -121,8 +136,13 @@ def commit_of(hp: HubPath, options: dict) -> str:
         return rev
     key = (endpoint(options), f"hf://{HubPath(hp.kind, hp.repo, hp.revision, '').root}")
     with _PINS_LOCK:   # (asked under the lock: once, whichever thread asks first)
-        if key not in _PINS:
+        if key not in _PINS and offline():
+            _PINS[key] = recorded(hp, options, "revisions", rev, f"revision {rev}")
+            log.warning("%s: HF_HUB_OFFLINE is set: read at %s, the commit %s was at when last resolved (the "
+                        "cache %s)", key[1], _PINS[key][:12], rev, options["cache_dir"])
+        elif key not in _PINS:
             _PINS[key] = _ask_commit(hp, rev, options)
+            record(hp, options, "revisions", rev, _PINS[key])
         return _PINS[key]
 
 
@@ -149,7 +169,7 @@ def pin_revisions(pins: dict | None = None, options: dict | None = None) -> None
     for key, sha in (pins or {}).items():
         hp = HubPath.of(f"{key}/")
         try:
-            now = _ask_commit(hp, hp.revision or "main", options)
+            now = sha if offline() else _ask_commit(hp, hp.revision or "main", options)
         except RemoteError as exc:
             now = None
             log.debug("%s", exc)
@@ -180,6 +200,8 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     hp = HubPath.of(url)
     rev = hp.revision or "main"
     folder = prefix.strip("/")
+    if offline():
+        return recorded(hp, options, "trees", f"{rev}/{folder}", f"the listing of {folder or 'the repository'}/")
     where = (f"{endpoint(options)}/api/{hp.kind}/{hp.repo}/tree/{quote(rev, safe='')}"
              f"{'/' + quote(folder) if folder else ''}?recursive=true")
     keys: list[str] = []
@@ -188,7 +210,7 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
             _, headers, body = call(url, where, options, what=f"{folder}/ at {rev}")
         except RemoteError as exc:
             if folder and "no such file or folder" in exc.problem:
-                return keys   # (nothing there: a glob that matches nothing)
+                break   # (nothing there: a glob that matches nothing)
             raise
         try:
             keys += [e["path"] for e in json.loads(body) if e.get("type") == "file"]
@@ -198,7 +220,65 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
         link = headers.get("link", "")
         nxt = re.search(r'<([^>]+)>\s*;\s*rel="next"', link)
         where = urljoin(where, nxt.group(1)) if nxt else None
+    record(hp, options, "trees", f"{rev}/{folder}", keys)
     return keys
+
+
+def _record_file(hp: HubPath, options: dict) -> Path | None:
+    folder = options.get("cache_dir")
+    digest = hashlib.sha256(f"{endpoint(options)} {hp.repo_url}".encode()).hexdigest()[:16]
+    return Path(folder) / f".hf-{hp.repo.replace('/', '--')}-{digest}.json" if folder else None
+
+
+def _read_record(path: Path) -> dict:
+    """The record at ``path`` (empty if none), every field checked: it steers what is read."""
+    try:
+        got = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {"revisions": {}, "trees": {}, "files": {}}
+    except (OSError, ValueError) as exc:
+        raise RemoteError(str(path), f"the Hub's record cannot be read ({exc}): delete it") from None
+    parts = [got.get(k) for k in ("revisions", "trees", "files")] if isinstance(got, dict) else [None]
+    if not (all(isinstance(p, dict) for p in parts)
+            and all(isinstance(v, str) and _COMMIT.match(v) for v in parts[0].values())
+            and all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in parts[1].values())
+            and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str | None) and type(v[1]) is int
+                    and v[1] >= 0 for v in parts[2].values())):
+        raise RemoteError(str(path), "is not a record of a Hub repository (revisions, trees, files): delete it")
+    return got
+
+
+def record(hp: HubPath, options: dict, part: str, key: str, value) -> None:
+    """Keep ``value`` under ``part``/``key`` of the repository's record beside the node-local copies (with
+    ``cache_dir``): under a lock, written whole (temporary name, fsync, rename)."""
+    path = _record_file(hp, options)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            got = _read_record(path)
+            got[part][key] = value
+            tmp = temporary_name(path)
+            tmp.write_text(json.dumps(got))
+            fsync_path(tmp)
+            os.replace(tmp, path)
+    except (OSError, RemoteError) as exc:   # (only offline reads miss it)
+        log.warning("%s: the Hub's record is not kept (%s)", path, getattr(exc, "problem", None) or exc)
+
+
+def recorded(hp: HubPath, options: dict, part: str, key: str, what: str):
+    """What the repository's record keeps under ``part``/``key``, read offline; else refused, ``what`` named."""
+    path = _record_file(hp, options)
+    if path is None:
+        raise RemoteError(hp.repo_url, "HF_HUB_OFFLINE is set: the Hub is not asked, and no cache_dir names a "
+                                       "node-local cache to read from (give the one kept online, or unset it)")
+    value = _read_record(path)[part].get(key)
+    if value is None:
+        raise RemoteError(f"{hp.repo_url}@{key}" if part != "files" else hp.at(key.split("/", 1)[0]),
+                          f"the Hub is offline (HF_HUB_OFFLINE) and {what} is not in the cache {path.parent}")
+    return value
 
 
 class HubObject(RemoteObject):
@@ -211,13 +291,46 @@ class HubObject(RemoteObject):
         self.hub_path = HubPath.of(url)
         self.commit = identity.version if identity is not None else None
         super().__init__(url, options, identity)
+        #: offline: the node-local copy read instead, or why there is none (raised by a read: a run refuses the
+        #: member)
+        self.copy = self._held() if offline() else None
+
+    def _held(self) -> LocalFile | RemoteError:
+        from .nodecache import NodeCache
+
+        hp = self.hub_path
+        self.commit = self.commit or commit_of(hp, self.options)
+        if self._identity is None:
+            etag, size = recorded(hp, self.options, "files", f"{self.commit}/{hp.path}", "the file")
+            self._identity = Identity(etag, size, self.commit)
+        copy = NodeCache(self.options["cache_dir"]).entry(self)
+        if not copy.is_file() or copy.stat().st_size != self.size:
+            return RemoteError(self.url, f"the Hub is offline (HF_HUB_OFFLINE) and the file is not in the cache "
+                                         f"{copy.parent}")
+        return LocalFile(str(copy))
 
     def _store(self, timeout: float):
         return None   # (the store is the redirect's target's, asked at the first read)
 
     def fetch_head(self) -> tuple[Identity, bytes]:
+        if self.copy is not None:   # (none held: its reads say so)
+            return self._identity, self.copy.first_bytes(HEAD_BYTES) if isinstance(self.copy, LocalFile) else b""
         ident, head = super().fetch_head()
+        record(self.hub_path, self.options, "files", f"{self.commit}/{self.hub_path.path}", [ident.etag, ident.size])
         return Identity(ident.etag, ident.size, self.commit), head
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        if isinstance(self.copy, RemoteError):
+            raise self.copy
+        return super().read_ranges(ranges) if self.copy is None else self.copy.read_ranges(ranges)
+
+    def prefetch(self, ranges: list[tuple[int, int]]) -> None:
+        if self.copy is None:
+            super().prefetch(ranges)
+
+    def close(self) -> None:
+        if isinstance(self.copy, LocalFile):
+            self.copy.close()
 
     @property
     def resolve_url(self) -> str:

@@ -64,17 +64,15 @@ class NodeCache:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
 
-    def entry(self, location: str | os.PathLike | Location, identity=None) -> Path:
-        """Where the copy of ``location`` (a path, a URL or a Location; as it is now) lives; for a URL, of the
-        object with ``identity`` (``[etag, size]``)."""
-        original = opened(Location.of(location), identity)
+    def entry(self, location: str | os.PathLike | Location | ByteStore, identity=None) -> Path:
+        """Where the copy of ``location`` (a path, a URL, a Location or its opened store; as it is now) lives; for
+        a URL, of the object with ``identity`` (``[etag, size]``)."""
+        original = location if isinstance(location, ByteStore) else opened(Location.of(location), identity)
         try:
-            return self._entry(original)
+            name, size, version = original.stamp()
         finally:
-            original.close()
-
-    def _entry(self, original: ByteStore) -> Path:
-        name, size, version = original.stamp()
+            if original is not location:
+                original.close()
         base = Path(name.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "object")
         digest = hashlib.sha256(repr((name, size, version)).encode()).hexdigest()[:16]
         return self.directory / f"{base.stem}-{digest}{base.suffix}"
@@ -97,7 +95,7 @@ class NodeCache:
         except OSError as exc:
             raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
         name, size, _ = original.stamp()
-        entry = self._entry(original)
+        entry = self.entry(original)
         shipped = (original.state() or {}).get("identity")
         copied = False
         for _ in range(3):   # an eviction can slip in between the copy and the shared lock
