@@ -416,3 +416,22 @@ def test_offline_what_the_cache_lacks_is_refused_in_one_line(hub, offline):
             Location.glob(where, options)
         assert said in str(err.value) and "\n" not in str(err.value), err.value
     assert hub.requests == before
+
+
+
+def test_offline_a_damaged_record_is_one_line_naming_it(hub, offline):
+    """The record steers what is read: every field is checked, and a damaged one refused in one line naming it."""
+    from trajscale.errors import TrajscaleError
+    from trajscale.storage.hub import pin_revisions
+    from trajscale.storage.location import Location
+
+    (record,) = offline[0].glob(".hf-*.json")
+    for text in ("{not json", "[]", '{"revisions": {"main": "../../x"}, "trees": {}, "files": {}}',
+                 '{"revisions": {}, "trees": {"a/": "data/x.h5"}, "files": {}}',
+                 '{"revisions": {}, "trees": {}, "files": {"a/x.h5": ["e", -1]}}'):
+        record.write_text(text)
+        pin_revisions()
+        with pytest.raises(TrajscaleError) as err:
+            Location.glob(GLOB, {"cache_dir": str(offline[0])})
+        assert str(err.value).startswith(f"{record}: ") and "delete it" in str(err.value), err.value
+        assert "\n" not in str(err.value), err.value

@@ -5,11 +5,8 @@ A branch or tag is resolved to its commit once a process and every glob match is
 report and a resumed run read the same bytes whatever the branch does meanwhile. A file's resolve URL redirects
 to signed storage, asked once and kept (:mod:`.redirects`). The Hub is asked without following redirects, so the
 token goes to the Hub only, never to the storage nor into a message.
-
-With a node-local cache (the storage option ``cache_dir``) a repository's record is kept beside its copies: each
-revision's commit, each folder listed and each file's identity at its commit, as last seen. With
-``HF_HUB_OFFLINE=1`` the Hub is never asked: revisions, listings and files come from that record and the copies,
-and what it lacks is refused in one line.
+With ``cache_dir`` (node-local copies) a record beside them keeps each revision's commit, listing and file identity
+last seen; with ``HF_HUB_OFFLINE=1`` they are read from there, and what it lacks is refused in one line.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ class HubPath:
 
     @classmethod
     def of(cls, url: str) -> HubPath:
-        rest = url[len("hf://"):]
-        parts = rest.split("/")
+        parts = url[len("hf://"):].split("/")
         kind = parts.pop(0) if parts[0] in KINDS else "models"
         if len(parts) < 2 or not parts[0] or not parts[1] or parts[1].startswith("@"):
             raise ConfigError(f"{url}: give hf://datasets/ORG/NAME/PATH (or hf://datasets/ORG/NAME@REVISION/PATH)")
@@ -100,8 +96,6 @@ def offline() -> bool:
 def call(url: str, where: str, options: dict, method: str = "GET", what: str = "it") -> tuple[int, dict, bytes]:
     """Ask the Hub (``where``: one of its URLs) for ``url``'s sake, with the token: (status, lower-cased headers,
     body) of a 2xx or 3xx answer (:func:`.redirects.ask`); a refusal said in one line."""
-    if offline():
-        raise RemoteError(url, "HF_HUB_OFFLINE is set: the Hub is not asked (unset it, or read a local copy)")
     secret = token(options)
     status, headers, body = ask(url, where, options, method, {"Authorization": f"Bearer {secret}"} if secret else {})
     if status >= 400:
@@ -147,8 +141,6 @@ def commit_of(hp: HubPath, options: dict) -> str:
 
 
 def _ask_commit(hp: HubPath, rev: str, options: dict) -> str:
-    import json
-
     api = f"{endpoint(options)}/api/{hp.kind}/{hp.repo}/revision/{quote(rev, safe='')}"
     _, _, body = call(hp.at(rev), api, options, what=f"revision {rev}")
     try:
@@ -194,8 +186,6 @@ def pinned(url: str, options: dict | None) -> str:
 
 def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     """The files under ``prefix`` of ``url``'s repository at its revision: the Hub's tree, page after page."""
-    import json
-
     options = dict(options or {})
     hp = HubPath.of(url)
     rev = hp.revision or "main"
@@ -224,61 +214,56 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     return keys
 
 
-def _record_file(hp: HubPath, options: dict) -> Path | None:
-    folder = options.get("cache_dir")
+def _record(hp: HubPath, options: dict) -> tuple[Path, dict] | None:
+    """The repository's record beside the node-local copies (``cache_dir``), every field checked (it steers what
+    is read); None without a cache."""
+    if not options.get("cache_dir"):
+        return None
     digest = hashlib.sha256(f"{endpoint(options)} {hp.repo_url}".encode()).hexdigest()[:16]
-    return Path(folder) / f".hf-{hp.repo.replace('/', '--')}-{digest}.json" if folder else None
-
-
-def _read_record(path: Path) -> dict:
-    """The record at ``path`` (empty if none), every field checked: it steers what is read."""
+    path = Path(options["cache_dir"]) / f".hf-{hp.repo.replace('/', '--')}-{digest}.json"
     try:
         got = json.loads(path.read_bytes())
     except FileNotFoundError:
-        return {"revisions": {}, "trees": {}, "files": {}}
+        return path, {"revisions": {}, "trees": {}, "files": {}}
     except (OSError, ValueError) as exc:
         raise RemoteError(str(path), f"the Hub's record cannot be read ({exc}): delete it") from None
-    parts = [got.get(k) for k in ("revisions", "trees", "files")] if isinstance(got, dict) else [None]
-    if not (all(isinstance(p, dict) for p in parts)
-            and all(isinstance(v, str) and _COMMIT.match(v) for v in parts[0].values())
-            and all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in parts[1].values())
+    revs, trees, files = (got.get(k) if isinstance(got, dict) else None for k in ("revisions", "trees", "files"))
+    if not (isinstance(revs, dict) and isinstance(trees, dict) and isinstance(files, dict)
+            and all(isinstance(v, str) and _COMMIT.match(v) for v in revs.values())
+            and all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in trees.values())
             and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str | None) and type(v[1]) is int
-                    and v[1] >= 0 for v in parts[2].values())):
+                    and v[1] >= 0 for v in files.values())):
         raise RemoteError(str(path), "is not a record of a Hub repository (revisions, trees, files): delete it")
-    return got
+    return path, got
 
 
 def record(hp: HubPath, options: dict, part: str, key: str, value) -> None:
-    """Keep ``value`` under ``part``/``key`` of the repository's record beside the node-local copies (with
-    ``cache_dir``): under a lock, written whole (temporary name, fsync, rename)."""
-    path = _record_file(hp, options)
-    if path is None:
-        return
+    """Keep ``value`` under ``part``/``key`` of the repository's record (with ``cache_dir``): under a lock, written
+    whole (temporary name, fsync, rename)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            got = _read_record(path)
-            got[part][key] = value
-            tmp = temporary_name(path)
-            tmp.write_text(json.dumps(got))
-            fsync_path(tmp)
-            os.replace(tmp, path)
-    except (OSError, RemoteError) as exc:   # (only offline reads miss it)
-        log.warning("%s: the Hub's record is not kept (%s)", path, getattr(exc, "problem", None) or exc)
+        if options.get("cache_dir"):
+            os.makedirs(options["cache_dir"], exist_ok=True)
+            with open(os.path.join(options["cache_dir"], ".hf-record.lock"), "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                path, got = _record(hp, options)
+                got[part][key] = value
+                (tmp := temporary_name(path)).write_text(json.dumps(got))
+                fsync_path(tmp)
+                os.replace(tmp, path)
+    except (OSError, RemoteError) as exc:   # (only an offline read misses it)
+        log.warning("%s: the Hub's record is not kept (%s)", options["cache_dir"], getattr(exc, "problem", exc))
 
 
 def recorded(hp: HubPath, options: dict, part: str, key: str, what: str):
     """What the repository's record keeps under ``part``/``key``, read offline; else refused, ``what`` named."""
-    path = _record_file(hp, options)
-    if path is None:
+    kept = _record(hp, options)
+    if kept is None:
         raise RemoteError(hp.repo_url, "HF_HUB_OFFLINE is set: the Hub is not asked, and no cache_dir names a "
                                        "node-local cache to read from (give the one kept online, or unset it)")
-    value = _read_record(path)[part].get(key)
-    if value is None:
+    if kept[1][part].get(key) is None:
         raise RemoteError(f"{hp.repo_url}@{key}" if part != "files" else hp.at(key.split("/", 1)[0]),
-                          f"the Hub is offline (HF_HUB_OFFLINE) and {what} is not in the cache {path.parent}")
-    return value
+                          f"the Hub is offline (HF_HUB_OFFLINE) and {what} is not in the cache {kept[0].parent}")
+    return kept[1][part][key]
 
 
 class HubObject(RemoteObject):
@@ -291,8 +276,7 @@ class HubObject(RemoteObject):
         self.hub_path = HubPath.of(url)
         self.commit = identity.version if identity is not None else None
         super().__init__(url, options, identity)
-        #: offline: the node-local copy read instead, or why there is none (raised by a read: a run refuses the
-        #: member)
+        #: offline: the node-local copy read instead, or why there is none (a read raises it: a run refuses the file)
         self.copy = self._held() if offline() else None
 
     def _held(self) -> LocalFile | RemoteError:
@@ -328,10 +312,6 @@ class HubObject(RemoteObject):
         if self.copy is None:
             super().prefetch(ranges)
 
-    def close(self) -> None:
-        if isinstance(self.copy, LocalFile):
-            self.copy.close()
-
     @property
     def resolve_url(self) -> str:
         hp = self.hub_path
@@ -343,8 +323,6 @@ class HubObject(RemoteObject):
     @property
     def kept_as(self) -> tuple[str, str]:
         """Its resolve URL, and (a digest of) the token that asks it."""
-        import hashlib
-
         return self.resolve_url, hashlib.sha256((token(self.options) or "").encode()).hexdigest()[:16]
 
     def ask(self, where: str) -> tuple[int, dict, bytes]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import time
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputFileError, StoreError
-from . import redacted
 from .bytestore import ByteStore
 from .location import Location
 
@@ -36,12 +34,11 @@ _warned: set[str] = set()
 
 @dataclass
 class CachedStore:
-    """An opened entry: ``path`` to read, whether this call ``copied`` it, a URL's ``identity``; ``close()``."""
+    """An opened entry: ``path`` to read, whether this call ``copied`` it; ``close()``."""
 
     path: str
     copied: bool
     _lock: object = None
-    identity: list | None = None
 
     def close(self) -> None:
         if self._lock is not None:
@@ -82,6 +79,10 @@ class NodeCache:
         (not evictable) until closed.  ``identity`` (``[etag, size]``) names the object version to read: with it a
         finished entry is used without a request.  An object that does not fit is refused (:class:`StoreError`).
         """
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
         original = location if isinstance(location, ByteStore) else opened(Location.of(location), identity)
         try:
             return self._open(original)
@@ -90,13 +91,8 @@ class NodeCache:
                 original.close()
 
     def _open(self, original: ByteStore) -> CachedStore:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(self.directory, f"cache directory cannot be created ({exc.strerror})") from None
         name, size, _ = original.stamp()
         entry = self.entry(original)
-        shipped = (original.state() or {}).get("identity")
         copied = False
         for _ in range(3):   # an eviction can slip in between the copy and the shared lock
             if not entry.exists():
@@ -117,7 +113,7 @@ class NodeCache:
                 if entry.exists():
                     _check_copy(original, entry, size)
                     os.utime(entry)   # recently used
-                    return CachedStore(str(entry), copied, lock, shipped)
+                    return CachedStore(str(entry), copied, lock)
             except BaseException:
                 lock.close()
                 raise
@@ -126,7 +122,7 @@ class NodeCache:
 
     def _copy(self, original: ByteStore, entry: Path, size: int) -> bool:
         """Copy ``original``'s bytes to ``entry`` (we hold its exclusive lock); False if it does not fit."""
-        name, _, version = original.stamp()
+        name = original.stamp()[0]
         if not self._make_room(size, keep=entry):
             if name not in _warned and original.node_local_copy is not None:
                 _warned.add(name)
@@ -145,7 +141,6 @@ class NodeCache:
                 os.fsync(dst.fileno())
             if os.path.getsize(tmp) != size:
                 raise StoreError(name, f"changed while it was copied to {self.directory}")
-            _meta_name(entry).write_text(json.dumps({"source": redacted(name), "size": size, "version": version}))
             os.replace(tmp, entry)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -155,7 +150,6 @@ class NodeCache:
 
     def _make_room(self, size: int, keep: Path) -> bool:
         """Evict unused entries, oldest use first, until ``size`` bytes fit."""
-
         import shutil
 
         def fits() -> bool:
@@ -174,8 +168,7 @@ class NodeCache:
 
     def entries(self) -> list[Path]:
         """Finished copies in the cache (not temporaries, locks or metadata)."""
-        return [p for p in self.directory.iterdir()
-                if not p.name.startswith(".") and p.is_file()]
+        return [p for p in self.directory.iterdir() if not p.name.startswith(".") and p.is_file()]
 
 
 def at_hand(original: ByteStore | Location | str, cache_dir: str | None = None, max_bytes: int | None = None,
@@ -223,10 +216,6 @@ def _lock_name(entry: Path, kind: str = "use") -> Path:
     return entry.with_name(f".{entry.name}.{kind}.lock")
 
 
-def _meta_name(entry: Path) -> Path:
-    return entry.with_name(f".{entry.name}.json")
-
-
 def _evict(entry: Path) -> bool:
     """Remove ``entry`` if nobody holds it (non-blocking exclusive lock)."""
     with open(_lock_name(entry), "a+b") as lock:
@@ -235,7 +224,6 @@ def _evict(entry: Path) -> bool:
         except BlockingIOError:
             return False
         entry.unlink(missing_ok=True)
-        _meta_name(entry).unlink(missing_ok=True)
         return True
 
 
