@@ -111,7 +111,16 @@ class NodeCache:
             try:
                 fcntl.flock(lock, fcntl.LOCK_SH)   # in use: eviction skips it
                 if entry.exists():
-                    _check_copy(original, entry, size)
+                    # (the copy has its original's size and, where that is a local file, its first bytes)
+                    try:
+                        got = entry.stat().st_size
+                        with open(entry, "rb") as b:
+                            same = original.costs_request or _as_store_error(original.first_bytes, 4096) == b.read(4096)
+                    except OSError as exc:
+                        raise StoreError(entry, f"cached copy of {name} cannot be read ({exc.strerror})") from None
+                    if got != size or not same:
+                        raise StoreError(entry, f"cached copy of {name} is corrupt ({got} bytes, expected {size}"
+                                                f"{'' if same else ', different header'}); delete it to copy again")
                     os.utime(entry)   # recently used
                     return CachedStore(str(entry), copied, lock)
             except BaseException:
@@ -199,8 +208,7 @@ def default_dir() -> str:
 
 
 def opened(location: Location, identity=None) -> ByteStore:
-    """The store of ``location`` (pinned to ``identity``), its failures as :class:`StoreError` (a worker hands it
-    back)."""
+    """The store of ``location`` (pinned to ``identity``), failing as :class:`StoreError` (a worker hands it back)."""
     return _as_store_error(location.store, identity)
 
 
@@ -225,20 +233,6 @@ def _evict(entry: Path) -> bool:
             return False
         entry.unlink(missing_ok=True)
         return True
-
-
-def _check_copy(original: ByteStore, entry: Path, size: int) -> None:
-    """The copy has its original's size and, where the original is a local file, its first bytes; else it is corrupt."""
-    name = original.stamp()[0]
-    try:
-        got = entry.stat().st_size
-        with open(entry, "rb") as b:
-            same_head = original.costs_request or _as_store_error(original.first_bytes, 4096) == b.read(4096)
-    except OSError as exc:
-        raise StoreError(entry, f"cached copy of {name} cannot be read ({exc.strerror})") from None
-    if got != size or not same_head:
-        raise StoreError(entry, f"cached copy of {name} is corrupt ({got} bytes, expected {size}"
-                                f"{'' if same_head else ', different header'}); delete it to copy again")
 
 
 __all__ = ["CachedStore", "NodeCache", "at_hand", "default_dir", "opened"]
