@@ -246,6 +246,8 @@ def record(hp: HubPath, options: dict, part: str, key: str, value) -> None:
             with open(os.path.join(options["cache_dir"], ".hf-record.lock"), "a+b") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 path, got = _record(hp, options)
+                if got[part].get(key) == value:   # (as kept: a later run rewrites nothing)
+                    return
                 got[part][key] = value
                 (tmp := temporary_name(path)).write_text(json.dumps(got))
                 fsync_path(tmp)
