@@ -387,6 +387,19 @@ def test_offline_an_epoch_reads_the_node_local_cache_the_hub_unasked(hub, offlin
     assert len(said) == 1 and f"hf://datasets/{REPO}@main: HF_HUB_OFFLINE is set: read at {sha[:12]}" in said[0]
 
 
+@pytest.mark.cli
+def test_offline_a_run_on_two_processes_gives_the_local_runs_bytes(hub, offline, local_result, tmp_path):
+    """``trajscale run ... --storage-option cache_dir=DIR`` with ``HF_HUB_OFFLINE=1`` on two worker processes,
+    over the copies an epoch made: the local run's output, byte for byte, and no request."""
+    before = hub.requests
+    out = tmp_path / "offline.parquet"
+    got = ramachandran(GLOB, out, "--executor", "processes", "-n", "2", "--storage-option", f"cache_dir={offline[0]}",
+                       env=dict(os.environ), here=False)
+    assert got.returncode == 0, got.stderr
+    assert out.read_bytes() == local_result
+    assert hub.requests == before
+
+
 def test_offline_what_the_cache_lacks_is_refused_in_one_line(hub, offline):
     """A copy the cache does not hold: its members refused, by the dataset and by a run, in one line naming the
     file, the others read. A revision never resolved, or no cache named: one line. Not one request."""
