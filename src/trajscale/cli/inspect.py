@@ -36,11 +36,8 @@ def add_parser(sub) -> None:
                         "which, and the exit status is run --follow's")
     p.add_argument("--idle", type=float, default=None,
                    help="with --follow: seconds without a new frame to stop (default 30)")
-    p.set_defaults(func=main, kept_when_interrupted=_nothing_written)
-
-
-def _nothing_written(args) -> str:
-    return "it writes no file" if args.follow else "no partial output was kept"
+    p.set_defaults(func=main, kept_when_interrupted=lambda a: "it writes no file" if a.follow else
+                   "no partial output was kept")
 
 
 def main(args) -> int:

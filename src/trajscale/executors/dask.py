@@ -18,7 +18,7 @@ from ..block import FrameRange
 from ..errors import ConfigError, TaskError, TrajscaleError
 from ..progress import progress_bar
 from ..report.timing import TaskTiming
-from .base import Executor, Homecoming, Job, TaskResults, io_of, run_task, sendable
+from .base import Executor, Homecoming, Job, TaskResults, close_cached_sources, io_of, run_task, sendable
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ class DaskExecutor(Executor):
             return
         if cluster.external:
             try:
-                cluster.client.run(_close_worker_caches)
+                cluster.client.run(close_cached_sources)
             except Exception as exc:  # noqa: BLE001 - a scheduler already gone frees nothing
                 log.debug("could not close worker caches (%s: %s)", type(exc).__name__, exc)
         if not wait:   # stopping: no word to workers that are killed, and no word of their nannies' restarts
@@ -322,13 +322,6 @@ def _worker_lost(exc: BaseException) -> bool:
     from distributed.comm import CommClosedError
 
     return isinstance(exc, (KilledWorker, CommClosedError))
-
-
-def _close_worker_caches() -> None:
-    """Runs on each worker: close cached sources and free their buffers."""
-    from .base import close_cached_sources
-
-    close_cached_sources()
 
 
 def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:

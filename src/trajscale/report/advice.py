@@ -461,14 +461,6 @@ SHORT_RUN_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification", "
 OVERSUBSCRIBED_RULES = ("oversubscribed", "init-stragglers", "chunk-amplification")
 
 
-def too_short_advice(d: Diagnosis) -> Advice:
-    """The one line for a run too short to diagnose (``d.too_short``)."""
-    return Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
-                               "advice on stragglers, imbalance and scaling",
-                  f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
-                  "timings are noise")
-
-
 def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None) -> list[Advice]:
     """Run every rule; return the advice of those that fired, in rule order, made consistent
     (:func:`reconcile`); a run too short to diagnose or oversubscribed runs only
@@ -476,7 +468,10 @@ def advise(report: RunReport, d: Diagnosis, rules: dict[str, Rule] | None = None
     out = []
     rules = RULES if rules is None else rules
     if d.too_short:
-        out.append(too_short_advice(d))
+        out.append(Advice("too-short", "too short to diagnose: run more frames (a second or more of tasks) for "
+                                       "advice on stragglers, imbalance and scaling",
+                          f"the busiest worker's tasks took {d.t_work:.2g} s, under {SHORT_RUN_S:g} s: their "
+                          "timings are noise"))
         rules = {k: v for k, v in rules.items() if k in SHORT_RUN_RULES}
     if d.oversubscribed:
         rules = {k: v for k, v in rules.items() if k in OVERSUBSCRIBED_RULES}

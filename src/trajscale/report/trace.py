@@ -17,10 +17,6 @@ _US = 1e6
 _EPS = 1e-9
 
 
-def _phase_name(p: str) -> str:
-    return p.removeprefix("t_")
-
-
 #: The launching process's phases in the order the trace lays them out (about the order they happen).
 TRACE_PROCESS_ORDER = ("imports", "mpi_init", "cluster_start", "queue_wait", "pool_start", "topology", "prepare",
                        "tasks", "reduce", "report", "write")
@@ -73,13 +69,13 @@ def _worker_slices(tasks: list[TaskTiming], worker_extra: dict[str, float],
         for p in PHASES:
             dur = float(getattr(t, p))
             if dur > 0:
-                out.append((_phase_name(p), cursor, dur, args))
+                out.append((p.removeprefix("t_"), cursor, dur, args))
                 cursor += dur
         cursor = max(cursor, t.t_end)
     for p in ("t_wait", "t_comm"):
         dur = worker_extra.get(p, 0.0)
         if dur > _EPS:
-            out.append((_phase_name(p), cursor, dur, {"level": "worker"}))
+            out.append((p.removeprefix("t_"), cursor, dur, {"level": "worker"}))
             cursor += dur
     return out
 
