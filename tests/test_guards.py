@@ -660,7 +660,7 @@ def _is_location(node: ast.AST, at: _Scope) -> bool:
         if isinstance(f, ast.Attribute) and f.attr in _DERIVED:
             return _is_location(f.value, at)
         made = isinstance(f, ast.Name) and f.id == "Location" or isinstance(f, ast.Attribute) and f.attr in (
-            "of", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location"
+            "of", "each", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location"
         if made:
             return at.boundary
         if isinstance(f, ast.Attribute) and f.attr == "store":   # (its bytes, opened from it)
@@ -749,7 +749,7 @@ def location_calls(mods: list[Module]) -> list[LocationCall]:
                         continue
                     text, f = ast.unparse(node), node.func
                     if isinstance(f, ast.Name) and f.id == "Location" or isinstance(f, ast.Attribute) and f.attr in (
-                            "of", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location":
+                            "of", "each", "glob") and isinstance(f.value, ast.Name) and f.value.id == "Location":
                         # made here: at a boundary, or given as it is
                         passes = at.boundary or bool(node.args) and _is_location(node.args[0], at)
                         out.append(LocationCall(mod.rel, node.lineno, text, passes))

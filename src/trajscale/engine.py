@@ -212,8 +212,7 @@ def prepare_job(analysis: Analysis, topology, source: Source, frames: range, opt
 def prepare(analysis: Analysis, topology, trajectory, options: RunOptions | None = None) -> tuple[Job, JobFacts]:
     """The Job and its facts over a finished trajectory, as a run prepares them (its source closed after)."""
     options = options or RunOptions()
-    where = [Location.of(t, options.storage_options) for t in (trajectory if isinstance(trajectory, list | tuple)
-                                                            else [trajectory])]
+    where = Location.each(trajectory, options.storage_options)
     source, frames = FinishedRounds(where if len(where) > 1 else where[0], topology, options).open(shared=False)
     try:
         return prepare_job(analysis, topology, source, frames, options, {})

@@ -74,7 +74,7 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
         return _run_ensemble(analysis, many, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
     analysis = _grouped(analysis)
-    where = trajectory if is_stream(trajectory) else [Location.of(t, opts.storage_options) for t in _listed(trajectory)]
+    where = trajectory if is_stream(trajectory) else Location.each(trajectory, opts.storage_options)
     return Engine(analysis, topology, rounds_for(analysis, topology, where, opts), opts, on_update).execute()
 
 
@@ -110,10 +110,6 @@ def _run_ensemble(analysis, ensemble, options: RunOptions | None, on_update, key
 
         raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
     return run_ensemble(analysis, ensemble, options=options, **keywords)
-
-
-def _listed(trajectory) -> list:
-    return list(trajectory) if isinstance(trajectory, list | tuple) else [trajectory]
 
 
 def rounds_for(analysis: Analysis, topology, where: list[Location] | str, options: RunOptions) -> Rounds:

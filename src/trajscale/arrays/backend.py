@@ -44,7 +44,7 @@ class TrajscaleBackendEntrypoint(BackendEntrypoint):
 
         top = os.fspath(topology) if topology is not None else None
         # a URL's options: kept in the source's config, which the variables reopen it from
-        source = open_source([Location(p, storage_options) for p in _paths(filename_or_obj)], top, group=group,
+        source = open_source(Location.each(filename_or_obj, storage_options), top, group=group,
                              assume_units=assume_units, continuous=continuous)
         try:
             return build_dataset(source, top, drop_variables or (), select)

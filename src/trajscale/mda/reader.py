@@ -81,7 +81,7 @@ class Reader(ReaderBase):
         self.filename = self._files[0] if len(self._files) == 1 else self._files
         self._options = {"group": group, "topology": None if topology is None else os.fspath(topology),
                          "assume_units": assume_units, "continuous": bool(continuous)}
-        self._where = [Location(f, storage_options) for f in self._files]
+        self._where = Location.each(self._files, storage_options)
         self._comm = comm
         self._block_bytes = max(1, int(block_bytes))
         self._pool: ThreadPoolExecutor | None = None

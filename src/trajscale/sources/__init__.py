@@ -93,8 +93,7 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
         unknown = ", ".join(sorted(set(request) - set(given)))
         raise ConfigError(f"open_source: unknown option {unknown}; it takes continuous, storage_options, "
                           f"{', '.join(OPEN_FIELDS)}")
-    one = isinstance(trajectories, (str, os.PathLike, Location))
-    where = [Location.of(t, storage_options) for t in ([trajectories] if one else trajectories)]
+    where = Location.each(trajectories, storage_options)
     if len(where) == 1:   # (said as given: a part's location is made absolute by from_parts)
         from .registry import open_file
 

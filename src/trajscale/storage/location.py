@@ -60,6 +60,11 @@ class Location:
             return value if not options or value.options else Location(value.where, options)
         return cls(os.fspath(value), options)
 
+    @classmethod
+    def each(cls, value, options: Mapping | None = None) -> list[Location]:
+        """``value`` (a path, URL or Location, or several in order) as Locations, each :meth:`of` it."""
+        return [cls.of(v, options) for v in ([value] if isinstance(value, str | os.PathLike) else value)]
+
     def __str__(self) -> str:
         return self.where
 
