@@ -20,6 +20,7 @@ A joined trajectory is a list of ``(file, frames kept, step shift, time shift)``
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -142,7 +143,7 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
     second = next(sources, None)
     if second is None:   # one file: nothing to join, nothing to read
         return JoinPlan((FileJoin(first_src.path, first_src.n_frames, first_src.n_frames),))
-    for k, src in enumerate(_chain(first_src, second, sources)):
+    for k, src in enumerate(itertools.chain((first_src, second), sources)):
         if damaged_before is not None:
             refuse_damaged_part(*damaged_before)
         damaged_before = (src.path, src.damaged) if src.damaged else None
@@ -206,9 +207,3 @@ def refuse_damaged_part(path: str, why: str) -> None:
     """Refuse a part whose frames end early at damage (``why``) when another part follows it."""
     raise InputFileError(path, f"is {why}; the parts after it would join across the frames it lost: "
                                "read it alone or as the last part")
-
-
-def _chain(a, b, rest):
-    yield a
-    yield b
-    yield from rest
