@@ -282,14 +282,14 @@ class HubObject(RemoteObject):
         self.copy = self._held() if offline() else None
 
     def _held(self) -> LocalFile | RemoteError:
-        from .nodecache import NodeCache
+        from .cache import node_copy
 
         hp = self.hub_path
         self.commit = self.commit or commit_of(hp, self.options)
         if self._identity is None:
             etag, size = recorded(hp, self.options, "files", f"{self.commit}/{hp.path}", "the file")
             self._identity = Identity(etag, size, self.commit)
-        copy = NodeCache(self.options["cache_dir"]).entry(self)
+        copy = node_copy(Path(self.options["cache_dir"]), self)
         if not copy.is_file() or copy.stat().st_size != self.size:
             return RemoteError(self.url, f"the Hub is offline (HF_HUB_OFFLINE) and the file is not in the cache "
                                          f"{copy.parent}")

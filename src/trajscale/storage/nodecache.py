@@ -11,7 +11,6 @@ a local file is read in place, an object refused.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
 import os
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from ..errors import InputFileError, StoreError
 from .bytestore import ByteStore
+from .cache import node_copy
 from .location import Location
 
 log = logging.getLogger(__name__)
@@ -66,13 +66,10 @@ class NodeCache:
         a URL, of the object with ``identity`` (``[etag, size]``)."""
         original = location if isinstance(location, ByteStore) else opened(Location.of(location), identity)
         try:
-            name, size, version = original.stamp()
+            return node_copy(self.directory, original)
         finally:
             if original is not location:
                 original.close()
-        base = Path(name.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "object")
-        digest = hashlib.sha256(repr((name, size, version)).encode()).hexdigest()[:16]
-        return self.directory / f"{base.stem}-{digest}{base.suffix}"
 
     def open(self, location: str | os.PathLike | Location | ByteStore, identity=None) -> CachedStore:
         """Where to read ``location`` (a path, a URL, a Location or its opened store) from; the entry stays in use
