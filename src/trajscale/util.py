@@ -238,11 +238,9 @@ def process_folder(prefix: str = TASKS_PREFIX, where: str | None = None) -> str:
         if not pid.isdigit() or pid_alive(int(pid)):
             continue
         path = os.path.join(where, name)
-        try:
+        with contextlib.suppress(OSError):
             if os.stat(path).st_uid == os.getuid():
                 shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            pass
     made = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=where)
     import atexit
 

@@ -167,7 +167,7 @@ def add_executor_options(p, among: list[str] | None = None) -> None:
             kw.update(default=None, type={"int": int, "float": float}.get(opt.kind, str))
         if opt.choices:
             kw["choices"] = list(opt.choices)
-        if not opt.choices:
+        else:
             kw["metavar"] = opt.metavar or opt.name.upper()
         p.add_argument(flag, **kw)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -57,10 +58,8 @@ class TaskClaims:
 
     def stop(self) -> None:
         """No task is taken any more (each worker ends the task it runs and the one it took next)."""
-        try:
+        with contextlib.suppress(OSError, ValueError, IndexError):
             self._count(0, len(self.ranges))
-        except (OSError, ValueError, IndexError):
-            pass
 
     @property
     def n_finished(self) -> int:
@@ -70,10 +69,8 @@ class TaskClaims:
             return 0
 
     def remove(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
 
 
 @dataclass(frozen=True)

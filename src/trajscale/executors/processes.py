@@ -6,6 +6,7 @@ none), with the main module hidden and the reader's modules imported once by the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -216,17 +217,13 @@ def _stop(procs: dict, grace: float) -> None:
 
     waiting = {}
     for pid, proc in procs.items():
-        try:
+        with contextlib.suppress(OSError, ValueError):   # ended already, or its handle closed
             os.kill(pid, signal.SIGTERM)
             waiting[proc.sentinel] = pid
-        except (OSError, ValueError):   # ended already, or its handle closed
-            pass
     deadline = time.monotonic() + grace
     while waiting and time.monotonic() < deadline:
         for ended in wait(list(waiting), timeout=max(0.0, deadline - time.monotonic())):
             waiting.pop(ended, None)
     for pid in waiting.values():
-        try:
+        with contextlib.suppress(OSError):   # ended meanwhile
             os.kill(pid, signal.SIGKILL)
-        except OSError:   # ended meanwhile
-            pass

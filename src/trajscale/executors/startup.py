@@ -6,6 +6,7 @@ SIGINT while workers start) live in :mod:`trajscale.pools`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -50,11 +51,9 @@ def note_ready(cpu_before_task: float, heavy_modules: list[str]) -> None:
     t_ready = process_start() + t_start
     record = {"pid": os.getpid(), "t_process_start": process_start(), "t_task_start": t_ready,
               "t_ready": t_ready, "cpu_before_task": cpu_before_task, "heavy_modules": heavy_modules}
-    try:   # each record whole or absent: a reader polling the folder never meets half of one
+    with contextlib.suppress(OSError):   # each record whole or absent: a reader polling the folder meets no half
         _write_whole(os.path.join(_MARKS[0], f"start-{os.getpid()}.json"), json.dumps(record))
         _write_whole(os.path.join(_MARKS[0], f"ready-{os.getpid()}"), f"{t_start!r} {t_ready!r}")
-    except OSError:
-        pass
 
 
 def _write_whole(path: str, text: str) -> None:
@@ -78,11 +77,8 @@ def read_starts(marks: str, n: int, timeout: float = 60.0) -> list[dict]:
         time.sleep(0.01)
     out = []
     for path in paths:
-        try:
-            with open(path) as fh:
-                out.append(json.load(fh))
-        except (OSError, ValueError):   # removed with its pool, or not a record of ours
-            pass
+        with contextlib.suppress(OSError, ValueError), open(path) as fh:   # removed with its pool, or not ours
+            out.append(json.load(fh))
     return out
 
 
@@ -110,10 +106,9 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
     from . import base  # noqa: F401
 
     for name in modules:
-        try:
+        # (an optional one, e.g. the remote extra's client, may be missing: the task says what is missing)
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:   # (an optional one, e.g. the remote extra's client: the task says what is missing)
-            pass
 
 
 def warm_up() -> int:

@@ -8,6 +8,7 @@ Both are Linux measurements; elsewhere they are recorded as not measured (None),
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import math
@@ -137,10 +138,8 @@ def _reap_zombies(keep: set[int]) -> None:
     for pid in _children(os.getpid()):
         if pid in keep or _state(pid) != b"Z":
             continue
-        try:
+        with contextlib.suppress(ChildProcessError):   # someone else here reaped it first
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:   # someone else here reaped it first
-            pass
 
 
 def _state(pid: int) -> bytes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from ..executor_registry import ExecutorTraits, predicted_traits
+from ..executor_registry import predicted_traits
 from .fit import Model, fit, fit_reports, oversubscription
 from .machine import DEFAULTED, MEASURED, Machine, this_machine
 from .metrics import json_safe
@@ -93,21 +93,16 @@ def files_per_rank(model: Model, n: int, tasks: int) -> int:
                       + (0 if tasks % model.n_parts == 0 else 1)))
 
 
-def _traits(model: Model) -> ExecutorTraits:
-    """What the predicted executor declares of itself (its registry entry)."""
-    return predicted_traits(model.target)
-
-
 def started_workers(model: Model, n: int) -> int:
     """Workers a run at N starts: one per task up to N for a pool that starts them on demand, else N."""
-    return min(n, n_tasks_at(model, n)) if _traits(model).starts_on_demand else n
+    return min(n, n_tasks_at(model, n)) if predicted_traits(model.target).starts_on_demand else n
 
 
 def bytes_moved(model: Model, n: int, tasks: int) -> float:
     """Pickled bytes the run at ``n`` workers and ``tasks`` tasks moves, by how the executor declares they move."""
     if n <= 1:
         return 0.0
-    traits = _traits(model)
+    traits = predicted_traits(model.target)
     task_partial = model.partial_bytes / tasks if model.partial_per_frame else model.partial_bytes
     if traits.job_moves == traits.partials_move == "per_task":
         return tasks * (model.job_bytes + task_partial)
@@ -133,7 +128,7 @@ def launch_at(model: Model, n: int, machine: Machine) -> tuple[float, str]:
     if n <= 1:
         return 0.0, ""
     beyond = max(0, started_workers(model, n) - machine.cores) / machine.cores
-    traits = _traits(model)
+    traits = predicted_traits(model.target)
     line = machine.launch_line(model.target)
     if line is not None:
         one_h5md = model.collective_open   # one H5MD file (which MPI ranks open together)
