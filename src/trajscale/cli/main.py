@@ -307,11 +307,9 @@ def _on_ranks(args) -> bool:
 
 
 def _this_process_runs(args) -> bool:
-    """Whether this process runs the command: a command runs once per job.
-
-    Under a launcher whose ranks MPI joins, a command that knows nothing of MPI runs on rank 0 alone, and
-    ``convert``/``rechunk`` with a pool of their own are refused as ``run`` refuses them.  Processes that
-    MPI cannot join (``srun --mpi=none``) are all refused, rank 0 saying why in one line."""
+    """Whether this process runs the command, once per job: under a launcher whose ranks MPI joins, a command
+    that knows nothing of MPI on rank 0 alone (``convert``/``rechunk`` with a pool of their own refused as ``run``
+    refuses them); processes MPI cannot join (``srun --mpi=none``) all refused, rank 0 saying why."""
     from ..launch import current
 
     launch = current()

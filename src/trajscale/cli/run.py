@@ -105,19 +105,16 @@ _NEEDS_ALL = ("-h", "--help", "--plan")
 
 
 def add_parser_for(sub, argv: list[str]) -> None:
-    """:func:`add_parser` for ``argv``: a built-in analysis's parser alone (building all slows every start)."""
-    add_parser(sub, only=_named_analysis(argv))
-
-
-def _named_analysis(argv: list[str]) -> str | None:
-    """The built-in analysis ``argv`` names after ``run``; None where the line needs every analysis's parser."""
+    """:func:`add_parser` for ``argv``: the parser of the built-in analysis it names after ``run`` alone (building
+    all slows every start); every analysis's where the line needs them all."""
     from ..analysis import BUILTIN
     from .run_ensemble import _GLOBAL_FLAGS
 
     words = [a for a in argv[argv.index("run") + 1:] if a not in _GLOBAL_FLAGS] if "run" in argv else []
     if not words or words[0] not in BUILTIN or any(a.split("=")[0] in _NEEDS_ALL for a in argv):
-        return None
-    return words[0] if analysis_class(words[0]).command is not None else None
+        add_parser(sub)
+    else:
+        add_parser(sub, only=words[0] if analysis_class(words[0]).command is not None else None)
 
 
 def _add_analysis_parser(asub, name: str, cls) -> None:
@@ -222,20 +219,17 @@ class Outputs:
                 continue
             try:
                 if p.out.lower().endswith(p.analysis.topology_outputs):
-                    result.save(p.out, universe=self._topology_universe())
+                    if self._universe is None:
+                        from ..topology import load_universe
+
+                        self._universe = load_universe(self.topology, topology_coordinates=False)
+                    result.save(p.out, universe=self._universe)
                 else:
                     result.save(p.out)
             except OutputError as exc:
                 lost = lost or exc
         if lost is not None:
             raise lost
-
-    def _topology_universe(self):
-        if self._universe is None:
-            from ..topology import load_universe
-
-            self._universe = load_universe(self.topology, topology_coordinates=False)
-        return self._universe
 
 
 def main(args) -> int:
@@ -350,8 +344,6 @@ def predicted_wall(args) -> float | None:
     """Seconds ``--predict-from``'s reports predict for this run (None: none given); asked only in a job."""
     if not getattr(args, "predict_from", None):
         return None
-    import os
-
     from ..launch import current
     from ..report.fit import fit_reports
     from ..report.machine import Machine, this_machine

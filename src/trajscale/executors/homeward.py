@@ -11,6 +11,7 @@ it, and the pool's folder when it closes.  Imported by a worker first: nothing h
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import tempfile
@@ -86,7 +87,8 @@ def spill(results, folder: str | None, min_bytes: int | None = None):
                 at += pad + view.nbytes
                 _write_all(fh, view)
     except OSError:   # shared memory full: the pipe
-        _remove(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
         return results
     return Spilled(path, header, tuple(v.nbytes for v in views), tuple(offsets))
 
@@ -109,7 +111,8 @@ def received(got):
                     raise EOFError(f"{got.path}: {done} of {buffer.nbytes} bytes of a worker's results")
                 done += n
     finally:
-        _remove(got.path)
+        with contextlib.suppress(OSError):
+            os.unlink(got.path)
     parts = [view[at:at + size] for at, size in zip(got.offsets, got.sizes, strict=True)]
     return pickle.loads(got.header, buffers=parts)
 
@@ -117,13 +120,6 @@ def received(got):
 def _write_all(fh, view: memoryview) -> None:
     while view.nbytes:
         view = view[fh.write(view):]
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 __all__ = ["MIN_SPILL_BYTES", "Spilled", "received", "results_folder", "spill"]

@@ -4,6 +4,7 @@ pickled and unpickled once per task.  :func:`ship` writes it once to the pool's 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -45,7 +46,8 @@ def ship(blob: bytes, folder: str) -> JobFile:
             fh.write(blob)
         os.replace(tmp, path)
     except BaseException:
-        _remove(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
     return JobFile(path=path, digest=digest, size=len(blob))
 
@@ -53,14 +55,8 @@ def ship(blob: bytes, folder: str) -> JobFile:
 def unship(ref: JobFile | None) -> None:
     """Remove the run's job file (the run is over: every worker that needed it has loaded it)."""
     if ref is not None:
-        _remove(ref.path)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.unlink(ref.path)
 
 
 def shipped_tasks(ref: JobFile, tasks, after=None, spill_to: str | None = None):

@@ -171,18 +171,15 @@ class Deltas:
         bad = _codecs.encode_refs16(values, self.q, self.center.astype(np.float64), self.pos, self.off,
                                     out.reshape(len(out), -1))
         if bad >= 0:
-            self._too_far(values.flat[bad])
+            raise ValueError(f"a coordinate ({values.flat[bad]}) is not finite or lies more than "
+                             f"{MAX_STEPS16 * self.q:.4g} (32767 steps of {self.q:g}) from the first frame's centre: "
+                             "use --encoding deltas32 or a coarser precision")
         return out
 
     def _check_shape(self, shape: tuple, what: str) -> None:
         if len(shape) != 3 or shape[1:] != (len(self.codes), 3):
             raise ValueError(f"{what} must be (frames, {len(self.codes)}, 3) for this dataset's codes, "
                              f"got shape {shape}")
-
-    def _too_far(self, worst) -> None:
-        raise ValueError(f"a coordinate ({worst}) is not finite or lies more than {MAX_STEPS16 * self.q:.4g} "
-                         f"(32767 steps of {self.q:g}) from the first frame's centre: "
-                         "use --encoding deltas32 or a coarser precision")
 
     def atoms_needed(self, last: int) -> int:
         """Atoms to read to decode atoms ``[0, last)``: every one (the stored order mixes them)."""

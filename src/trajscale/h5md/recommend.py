@@ -52,11 +52,6 @@ def parse_pattern(spec: str) -> tuple[str, str | None]:
                       f"or atom indices A-B), got {spec!r}")
 
 
-def _is_index_range(sel: str) -> bool:
-    lo, dash, hi = sel.partition("-")
-    return bool(dash) and lo.strip().isdigit() and hi.strip().isdigit()
-
-
 def selected_atoms(sel: str, n_atoms: int, topology: str | None = None) -> np.ndarray:
     """Indices of ``sel``: ``A-B`` (inclusive) or, with a topology, an MDAnalysis selection."""
     lo, dash, hi = sel.partition("-")
@@ -107,7 +102,8 @@ def recommend(facts: dict, pattern: str, atoms: np.ndarray | None = None,
             if topology is None:
                 why += " (add --topology TOP for the command that writes it)"
             else:
-                mda_sel = sel if not _is_index_range(sel) else index_selection(atoms)
+                lo, dash, hi = sel.partition("-")   # (indices A-B: convert's --select takes an MDAnalysis one)
+                mda_sel = index_selection(atoms) if dash and lo.strip().isdigit() and hi.strip().isdigit() else sel
                 stem = os.path.splitext(os.path.basename(path))[0]
                 why += ": " + " ".join(shlex.quote(c) for c in (
                     "trajscale", "convert", topology, path, "--select", mda_sel,

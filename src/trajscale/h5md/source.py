@@ -398,10 +398,6 @@ class H5MDSource(Source):
         """Atoms a delta-coded field decodes per frame for ``plan``."""
         return self._deltas[fl].atoms_needed(int(plan.runs[-1][1])) if len(plan.runs) else 0
 
-    def _gather_slab_bytes(self) -> int:
-        """Cache-sized, unless each read is one batch of requests (a URL) or one collective call (MPI-IO)."""
-        return MAX_SLAB_BYTES if self._collective or self._h5.latency_bound else GATHER_SLAB_BYTES
-
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1) -> Block:
         atoms = self.checked_request(start, stop, atoms, fields)
@@ -449,11 +445,9 @@ class H5MDSource(Source):
                                           "the file is damaged")
 
     def _frame_meta(self, start: int, stop: int, stride: int = 1) -> FrameMeta:
-        """Box, time and step of frames [start, stop).
-
-        Three small HDF5 calls per block cost as much as megabytes of coordinates, so they are read once for
-        the span :meth:`preload_frame_meta` named (a rank's share), else the whole file on the first block
-        (memoised when small). Single frames are read alone unless the file's are kept. Blocks get copies."""
+        """Box, time and step of frames [start, stop), copied from those read once for the span
+        :meth:`preload_frame_meta` named, else for the whole file (memoised when small): three small HDF5 calls
+        per block cost as much as megabytes of coordinates. A single frame's are read alone unless kept."""
         key = self._described.key
         if self._meta is None and (kept := _FILE_META.get(key)) is not None:
             _FILE_META.move_to_end(key)
@@ -512,8 +506,8 @@ class H5MDSource(Source):
         # Cache-sized slabs, each gathered while in cache (a gather from a whole 80 MB span costs as much as
         # reading it); collective MPI-IO and a URL keep large slabs (same calls on every rank; one batch).
         out = self._out_array(fl + ":selected", (n, len(plan.index), 3))
-        slabs = list(self._slabs(start, n, stride, plan.n_columns, self._gather_slab_bytes())) \
-            if n and plan.n_columns else []
+        size = MAX_SLAB_BYTES if self._collective or self._h5.latency_bound else GATHER_SLAB_BYTES
+        slabs = list(self._slabs(start, n, stride, plan.n_columns, size)) if n and plan.n_columns else []
         buf = self._out_array(fl, (max((j - i for i, j in slabs), default=0), plan.n_columns, 3))
         for i, j in slabs:
             self._read_rows(fl, plan.runs, buf[:j - i], start + i * stride, stride)

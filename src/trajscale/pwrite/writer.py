@@ -425,11 +425,9 @@ class ParallelWriter:
                 write_at(self._w.value(fl), (frame, lo, 0), data, self._dxpl())
 
     def _write_runs(self, frame: int, sorted_ids: np.ndarray, rows: np.ndarray) -> None:
-        """Independent: this rank's rows, one HDF5 write per batch of id runs.
-
-        HDF5 merges each hyperslab into a selection's union in time quadratic in the blocks, so runs go in
-        batches; a point selection makes one MPI datatype block per value.  docs/benchmarks.md measures it.
-        """
+        """Independent: this rank's rows, one HDF5 write per batch of id runs (HDF5 merges each hyperslab into
+        a selection's union in time quadratic in its blocks; a point selection makes an MPI datatype block per
+        value; docs/benchmarks.md measures it)."""
         starts, lengths = ex.runs(sorted_ids)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         for i, fl in enumerate(self.fields):

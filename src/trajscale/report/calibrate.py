@@ -22,6 +22,7 @@ from ..launch import mpiexec
 from .conditions import LoadMeter
 from .fit import Model, fit
 from .machine import MEASURED, LaunchLine, Machine
+from .metrics import worker_timings
 from .predict import bytes_moved, n_tasks_at, started_workers, terms_at
 from .storage import choose, for_case
 from .timing import RunReport
@@ -130,14 +131,6 @@ class Point:
     open_s: float = 0.0                 # median over runs of the ranks' median file open (MPI on H5MD)
 
 
-def _opens(report: Path) -> float:
-    """The median rank's file open in an MPI run's report."""
-    from .metrics import worker_timings
-
-    opens = [w.t_init_traj for w in worker_timings(RunReport.load(report))]
-    return median(opens) if opens else 0.0
-
-
 def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, repeat: int, tmp: Path) -> Point:
     """Run ``args`` on ``ex`` x ``n``; under MPI on one H5MD file, each run's report gives its ranks' open."""
     rep = tmp / "point.json"
@@ -148,8 +141,8 @@ def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, rep
         wall, cpu = timed_run([*args, *extra, "-q"], ex, n)
         walls.append(wall)
         cpus.append(cpu)
-        if timed_opens:
-            opens.append(_opens(rep))
+        if timed_opens:   # (the median rank's open)
+            opens.append(median([w.t_init_traj for w in worker_timings(RunReport.load(rep))] or [0.0]))
     walls.sort()
     launch = tuple(beyond_the_model(model, n, machine, t) for t in (walls[0], median(walls), walls[-1]))
     return Point(model, n, tuple(walls), tuple(sorted(cpus)), launch, median(opens) if opens else 0.0)

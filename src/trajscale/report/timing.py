@@ -169,10 +169,8 @@ class RunReport:
 
     def to_dict(self) -> dict:
         """Plain values (a :class:`~.summary.Report` adds its diagnosis)."""
-        d = asdict(self)
+        d = asdict(self)   # (its tasks' and workers' records too)
         d["source"] = self.source.to_dict()
-        d["tasks"] = [asdict(t) for t in self.tasks]
-        d["workers"] = [asdict(w) for w in self.workers]
         d["meta"] = self.meta.to_dict()
         return d
 
