@@ -95,7 +95,6 @@ def trajscale_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "trajscale.cli.main"]
 
 
-
 class Pairs:
     """Builds the rows' commands in ``workdir`` and runs them in pairs.
 

@@ -196,7 +196,6 @@ class Analysis(ABC):
         """Parameters as plain values, including ``"name"``."""
 
 
-
 class MinimumImage:
     """An analysis whose distances take the minimum image when ``pbc``: it then needs every frame's box."""
 
@@ -226,6 +225,7 @@ class TwoSelections:
     @property
     def selections(self) -> tuple[str, ...]:
         return (self.select1, self.select2)
+
 
 def analysis_from_config(config: dict) -> Analysis:
     """Rebuild an analysis from its config dict."""

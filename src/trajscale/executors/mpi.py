@@ -130,7 +130,6 @@ class MPIExecutor(Executor):
             return {"driver": "mpio", "collective": self.collective}
         return {"driver": None, "collective": False}
 
-
     def map_tasks(self, job: Job, ranges: list[FrameRange], progress: bool = False) -> TaskResults | None:
         """Run this rank's tasks; on rank 0 every task's timing and the ranks' reduced partials, in frame order."""
         comm, rank, size = self.comm, self.rank, self.comm.Get_size()

@@ -50,6 +50,7 @@ if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described
 
 log = logging.getLogger(__name__)
 
+
 def ensemble_members(where: Location, base):
     """The members an mdCATH file holds, one per temperature and replica (named ``{base}/{T}/{replica}``,
     labelled ``domain``, ``temperature``, ``replica``), each with its checked Source config; None: not mdCATH."""
@@ -264,7 +265,6 @@ class MDCATHSource(Source):
     def open(cls, location: Location, request: OpenRequest) -> MDCATHSource:
         return cls(location)
 
-
     @property
     def path(self) -> str:
         return self._path
@@ -329,7 +329,6 @@ class MDCATHSource(Source):
     def reads_ahead(self) -> bool:
         """True where the bytes are fetched (not a file at hand): the next block's are asked for ahead."""
         return self._store.costs_request
-
 
     def read(self, start: int, stop: int, atoms: np.ndarray | None = None,
              fields: tuple[str, ...] = ("position",), stride: int = 1):

@@ -43,7 +43,6 @@ def _env() -> dict:
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
 
 
-
 def executors_here() -> list[str]:
     """The predicted executors this machine can run (their modules installed; an ``mpiexec`` for MPI)."""
     import importlib.util

@@ -35,7 +35,6 @@ MAX_FILES = 64
 WARM = 0.9
 
 
-
 @dataclass(frozen=True, slots=True)
 class Load:
     """CPU time over one measured interval on the CPUs the measuring process may run on (seconds)."""
@@ -267,7 +266,6 @@ def busy_reasons(loads) -> str:
     return "; ".join(x.describe() for x in loads if x is not None and x.busy)
 
 
-
 @dataclass(frozen=True, slots=True)
 class PageCache:
     """How much of a run's trajectory files was in the page cache at its start."""
@@ -376,7 +374,6 @@ def page_cache(paths, max_pages: int = MAX_PAGES, windows: int = WINDOWS) -> Pag
     if seen == 0:
         return None
     return PageCache(len(paths), total, seen, resident / seen, sampled)
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,6 @@ class Machine:
         origin.update(dict.fromkeys(given, GIVEN))
         return replace(self, **given, origin=tuple(origin.items()))
 
-
     def to_dict(self) -> dict:
         d = asdict(self)
         d["read_curve"] = [list(p) for p in self.read_curve]
@@ -213,7 +212,6 @@ class Machine:
             raise InputFileError(str(path), f"not a valid machine profile ({exc})") from None
         origin = {k: (f"{v} ({m.name})" if v == MEASURED and m.name else v) for k, v in m.origin}
         return replace(m, origin=tuple(origin.items()))
-
 
     def assumptions(self) -> list[tuple[str, str, str]]:
         """(what, value, origin) rows: the block a prediction prints and writes to its JSON."""

@@ -157,7 +157,6 @@ class LabelledTopology(StandInUniverse):
             self._answers[selection] = found
         return self._answers[selection]
 
-
     def __getattr__(self, name: str):
         if name.startswith("_") or name in ("labels", "real"):   # (not the Universe's: an error inside, or unset)
             raise AttributeError(name)
