@@ -56,6 +56,7 @@ def main(args) -> int:
                                                               assume_units=args.assume_units))
     if facts is None:   # a format with no layout report of its own (H5MD has one): read by its Source
         return _inspect_other(args, match, where)
+    selection = None   # --pattern atoms:SEL: {its row's name: its atoms}
     if args.pattern:
         from ..h5md.recommend import parse_pattern, recommend, selected_atoms
 
@@ -66,10 +67,12 @@ def main(args) -> int:
             raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --pattern")
         atoms = selected_atoms(sel, facts["n_atoms"], args.topology) if kind == "atoms" else None
         if atoms is not None:   # the selection's own row beside the standard patterns
-            _add_selection_row(facts, f"atoms:{sel} ({len(atoms)} atoms)", atoms)
+            label = f"atoms:{sel} ({len(atoms)} atoms)"
+            _add_selection_row(facts, label, atoms)
+            selection = {label: atoms}
         facts["recommendation"] = recommend(facts, args.pattern, atoms, args.topology).to_dict()
     if getattr(args, "remote_costs", False) or not where.local:
-        facts["remote_costs"] = _remote_costs(args, facts, where)
+        facts["remote_costs"] = _remote_costs(args, facts, where, selection)
     if not where.local:
         facts["validator"] = store_validator(where)
     facts = redacted(facts)   # (what is printed names the file: never a URL's password)
@@ -91,22 +94,17 @@ def store_validator(location: Location) -> dict:
     return {"kind": v.kind, "complete": v.complete, "says": v.says}
 
 
-def _remote_costs(args, facts: dict, where: Location) -> dict:
-    """Requests and bytes of opening the file and of each access pattern, as the remote reader fetches them."""
+def _remote_costs(args, facts: dict, where: Location, atoms: dict | None) -> dict:
+    """Requests and bytes of opening the file and of each access pattern (``atoms``: the selection's too), as the
+    remote reader fetches them."""
     from ..errors import ConfigError
     from ..h5md.inspect import file_remote_costs
-    from ..h5md.recommend import parse_pattern, selected_atoms
     from ..hdf5.chunks import MAX_REQUEST
     from ..storage.fileobj import BLOCK_BYTES
     from ..storage.ranges import merge_gap_of
 
     if facts.get("n_atoms") is None:
         raise ConfigError(f"{args.file} has several particle groups: add --group NAME for --remote-costs")
-    atoms = None
-    if args.pattern and parse_pattern(args.pattern)[0] == "atoms":
-        sel = parse_pattern(args.pattern)[1]
-        idx = selected_atoms(sel, facts["n_atoms"], args.topology)
-        atoms = {f"atoms:{sel} ({len(idx)} atoms)": idx}
     # (the merge gap a run would use: --storage-option merge_gap=BYTES, else the reader's default)
     reader = {"block_bytes": BLOCK_BYTES, "merge_gap": merge_gap_of(where.options), "max_request": MAX_REQUEST}
     store = where.store()

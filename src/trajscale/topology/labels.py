@@ -52,8 +52,11 @@ def _kept(topology: str, part: str, attrs: dict[str, str], atoms, parse: bool = 
         return None
     # (a PDB's or GRO's labels from its columns, as MDAnalysis reads them; what a writer adds needs the Universe)
     read = _from_columns(topology) if atoms is None and attrs is LABELS else None
-    n_atoms, labels = read if read is not None else _labels_of(_parsed_atoms(topology) if atoms is None else atoms,
-                                                               attrs)
+    if read is None and atoms is None:
+        from .load import load_universe
+
+        atoms = load_universe(topology, topology_coordinates=False).atoms
+    n_atoms, labels = read if read is not None else _labels_of(atoms, attrs)
     if entry is not None:
         entry[part] = {"version": _VERSION, "n_atoms": n_atoms,
                        "values": {k: _encoded(k, v) for k, v in labels.items()}}
@@ -129,12 +132,6 @@ def _from_columns(topology: str) -> tuple[int, dict[str, np.ndarray]] | None:
         labels["element"] = elements
     labels["mass"] = masses
     return len(masses), labels
-
-
-def _parsed_atoms(topology: str):
-    from .load import load_universe
-
-    return load_universe(topology, topology_coordinates=False).atoms
 
 
 def _labels_of(atoms, attrs: dict[str, str]) -> tuple[int, dict[str, np.ndarray]]:
