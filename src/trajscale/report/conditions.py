@@ -135,19 +135,20 @@ def _subreaper(on: bool) -> bool | None:
 def _reap_zombies(keep: set[int]) -> None:
     """Reap this process's exited children, except ``keep``; :func:`_own_cpu` counts their CPU time once either way."""
     for pid in _children(os.getpid()):
-        if pid in keep or _state(pid) != b"Z":
+        if pid in keep or _stat(pid)[:1] != [b"Z"]:
             continue
         with contextlib.suppress(ChildProcessError):   # someone else here reaped it first
             os.waitpid(pid, os.WNOHANG)
 
 
-def _state(pid: int) -> bytes:
+def _stat(pid: int) -> list[bytes]:
+    """The fields of ``/proc/PID/stat`` after the command's name, from the state on (none where unreadable)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
-        return b""
-    return stat[stat.rindex(b")") + 2:][:1]
+        return []
+    return stat[stat.rindex(b")") + 2:].split()
 
 
 def _own_cpu() -> float:
@@ -184,13 +185,10 @@ def _live_descendants_cpu(pid: int) -> float:
         if child in seen:
             continue
         seen.add(child)
-        try:
-            with open(f"/proc/{child}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
+        stat = _stat(child)
+        if not stat:
             continue
-        ticks = stat[stat.rindex(b")") + 2:].split()[11:15]   # utime stime cutime cstime
-        total += sum(int(x) for x in ticks) / hz
+        total += sum(int(x) for x in stat[11:15]) / hz   # utime stime cutime cstime
         todo.extend(_children(child))
     return total
 
