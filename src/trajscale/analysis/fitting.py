@@ -59,9 +59,10 @@ def reference_positions(source, group, selection: str, reference, ref_frame: int
 
 
 def frame_index(ref_frame: int, n_frames: int, where: str) -> int:
+    """``ref_frame`` as a trajectory index takes it (negative from the end), or a clear error."""
     frame = ref_frame + n_frames if ref_frame < 0 else ref_frame
     if not 0 <= frame < n_frames:
-        raise FrameRangeError(f"reference frame {ref_frame} outside the {n_frames} frames of {where}")
+        raise FrameRangeError(f"reference frame {ref_frame} (ref_frame) outside the {n_frames} frames of {where}")
     return frame
 
 

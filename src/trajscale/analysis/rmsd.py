@@ -9,10 +9,11 @@ from typing import ClassVar, Union
 import numpy as np
 
 from ..block import Block, check_finite, finite_frames, sorted_unique
-from ..errors import ConfigError, FrameRangeError, SelectionError
+from ..errors import ConfigError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite_reference, has_masses, masses_of, positive_weights
+from .fitting import frame_index
 from .options import REF_FRAME, Command, Option
 from .results import SERIES, SERIES_OUT, output_format, save_as
 
@@ -212,7 +213,7 @@ class RMSD(Analysis):
             ref_pos = _positions_at(self.reference.universe, self.ref_frame, [ref_fit, *ref_groups],
                                     finite=not self.allow_nan)
         else:
-            frame = _frame_index(self.ref_frame, source.n_frames, source.path)
+            frame = frame_index(self.ref_frame, source.n_frames, source.path)
             need = sorted_unique(np.concatenate([g.indices for g in [ref_fit, *ref_groups]]))
             block = source.read(frame, frame + 1, need)
             check_finite(block, block.positions, source.path)
@@ -361,18 +362,11 @@ def _check_same_atoms(mobile, ref, mob_sel, ref_sel, tol_mass: float | None) -> 
                              f"first: trajectory {_describe(mobile[i])} vs reference {_describe(ref[i])}")
 
 
-def _frame_index(frame: int, n_frames: int, where: str) -> int:
-    """``frame`` as a trajectory index takes it (negative from the end), or a clear error."""
-    if not -n_frames <= frame < n_frames:
-        raise FrameRangeError(f"reference frame {frame} (ref_frame) outside the {n_frames} frames of {where}")
-    return frame % n_frames
-
-
 def _positions_at(universe, frame: int, groups, finite: bool = False) -> list[np.ndarray]:
     """Positions of ``groups`` at ``frame`` of ``universe``'s trajectory, which is left where it was;
     ``finite``: refuse NaN/inf among them."""
     traj = universe.trajectory
-    frame = _frame_index(frame, len(traj), f"the reference {getattr(traj, 'filename', None) or 'trajectory'}")
+    frame = frame_index(frame, len(traj), f"the reference {getattr(traj, 'filename', None) or 'trajectory'}")
     current = traj.ts.frame
     try:
         traj[frame]
