@@ -122,20 +122,24 @@ def backbone_quintuples(table: AtomTable, selected: np.ndarray, protein: np.ndar
     nxt = _neighbours(residues, res_id, res_seg, +1, n_res)
     keep = (prev >= 0) & (nxt >= 0)
     residues, prev, nxt = residues[keep], prev[keep], nxt[keep]
-
-    def one_named(name: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per residue: how many atoms are called ``name``, and one such atom's index."""
-        hit = np.flatnonzero(table.name == name)
-        count = np.bincount(table.resindex[hit], minlength=n_res)
-        atom = np.full(n_res, -1, np.int64)
-        atom[table.resindex[hit]] = hit
-        return count, atom
-
-    (c_n, c_at), (n_n, n_at), (ca_n, ca_at) = one_named(c_name), one_named(n_name), one_named(ca_name)
+    (c_n, c_at), (n_n, n_at), (ca_n, ca_at) = _named(table, c_name), _named(table, n_name), _named(table, ca_name)
     keep = (c_n[prev] == 1) & (n_n[residues] == 1) & (ca_n[residues] == 1) & (c_n[residues] == 1) & (n_n[nxt] == 1)
     residues, prev, nxt = residues[keep], prev[keep], nxt[keep]
     quint = np.stack([c_at[prev], n_at[residues], ca_at[residues], c_at[residues], n_at[nxt]]).astype(np.int64)
     return quint, residues
+
+
+def _named(table: AtomTable, *names: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per residue: how many atoms have one of ``names``, and one such atom's index."""
+    hit = np.zeros(len(table.name), bool)
+    for n in names:
+        hit |= table.name == n
+    hit = np.flatnonzero(hit)
+    n_res = table.n_residues
+    count = np.bincount(table.resindex[hit], minlength=n_res)
+    atom = np.full(n_res, -1, np.int64)
+    atom[table.resindex[hit]] = hit
+    return count, atom
 
 
 #: χ1's fourth atom, by name (MDAnalysis's ``chi1_selection`` default ``cg_name``).
@@ -151,31 +155,18 @@ def side_quadruples(table: AtomTable, quint: np.ndarray, omega: bool, chi1: bool
     ω as MDAnalysis's ``omega_selection``: CA and C of the residue, N and CA of the next (which needs
     exactly one CA); χ1 as its ``chi1_selection``: exactly one each of N, CA, CB and one atom named
     CG, CG1, OG, OG1 or SG (glycine and alanine have none)."""
-    n_res = table.n_residues
     residues = table.resindex[quint[1]]
     nxt = table.resindex[quint[4]]
-
-    def named(*names: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per residue: how many atoms have one of ``names``, and one such atom's index."""
-        hit = np.zeros(len(table.name), bool)
-        for n in names:
-            hit |= table.name == n
-        hit = np.flatnonzero(hit)
-        count = np.bincount(table.resindex[hit], minlength=n_res)
-        atom = np.full(n_res, -1, np.int64)
-        atom[table.resindex[hit]] = hit
-        return count, atom
-
     quads, places, kinds = [], [], []
     if omega:
-        ca_n, ca_at = named("CA")
+        ca_n, ca_at = _named(table, "CA")
         k = np.flatnonzero(ca_n[nxt] == 1)
         quads.append(np.stack([quint[2, k], quint[3, k], quint[4, k], ca_at[nxt[k]]]))
         places.append(k)
         kinds.append(np.full(len(k), "omega"))
     if chi1:
-        (n_n, n_at), (ca_n, ca_at), (cb_n, cb_at), (g_n, g_at) = (named("N"), named("CA"), named("CB"),
-                                                                    named(*CHI1_GAMMA))
+        (n_n, n_at), (ca_n, ca_at), (cb_n, cb_at), (g_n, g_at) = (_named(table, "N"), _named(table, "CA"),
+                                                                    _named(table, "CB"), _named(table, *CHI1_GAMMA))
         r = residues
         k = np.flatnonzero((n_n[r] == 1) & (ca_n[r] == 1) & (cb_n[r] == 1) & (g_n[r] == 1))
         quads.append(np.stack([n_at[r[k]], ca_at[r[k]], cb_at[r[k]], g_at[r[k]]]))
