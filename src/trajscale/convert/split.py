@@ -50,7 +50,8 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
             check_output_path(part, overwrite, inputs=[path])
         out.mkdir(parents=True, exist_ok=True)
         fields = src.fields
-        extras = _time_independent(src)
+        pg = src.file[f"particles/{src.info.group}"]   # (what does not change with time)
+        extras = {k: pg[k][()] for k in ("species", "mass", "charge") if k in pg}
         layout, stored = _stored_like(src, layout or Layout())
         for part, r in zip(parts, ranges, strict=False):
             _copy_range(src, r.start, r.stop, part, layout, fields, extras, stored)
@@ -61,11 +62,6 @@ def split(path: str | os.PathLike, out_dir: str | os.PathLike, n_parts: int, *, 
         index = out / INDEX_NAME
         write_index(index, segments, src.n_atoms, fields=fields)
     return str(index)
-
-
-def _time_independent(src: H5MDSource) -> dict:
-    pg = src.file[f"particles/{src.info.group}"]
-    return {k: pg[k][()] for k in ("species", "mass", "charge") if k in pg}
 
 
 def _stored_like(src: H5MDSource, layout: Layout) -> tuple[Layout, dict]:

@@ -69,21 +69,15 @@ def _members_of(trajectories, storage_options: dict | None) -> list[tuple[object
     return [(m, [Location(t, storage_options) for t in m.trajectory]) for m in out]
 
 
-def _opened(member, where: list[Location]):
-    """The member's Source: an mdCATH member's own (its config); else the Source ``trajscale run`` opens."""
-    from ..sources import open_source, source_from_config
-
-    if member.source is not None:   # (an object's options travel in its config)
-        return source_from_config(dict(member.source))
-    return open_source(where if len(where) > 1 else where[0], member.topology)
-
-
 def _describe(member, where: list[Location], fields: tuple[str, ...], numbers: dict | None,
               check_frames: bool = True):
     """The member described (its one open while the dataset is made), or why it cannot be read (a string);
     lacking a field or atomic numbers raises. ``numbers``: atomic numbers read into it, once per file."""
-    try:
-        src = _opened(member, where)
+    from ..sources import open_source, source_from_config
+
+    try:   # (an mdCATH member's Source is its config's, whose store carries its options; else run's open)
+        src = source_from_config(dict(member.source)) if member.source is not None else \
+            open_source(where if len(where) > 1 else where[0], member.topology)
     except (ImportError, MemoryError):
         raise   # (the environment's failure, not the member's)
     except Exception as exc:   # noqa: BLE001 - a damaged file's library error refuses that member only

@@ -95,25 +95,15 @@ def open_source(trajectories, topology: str | None = None, *, continuous: bool =
                           f"{', '.join(OPEN_FIELDS)}")
     where = Location.each(trajectories, storage_options)
     if len(where) == 1:   # (said as given: a part's location is made absolute by from_parts)
-        from .registry import open_file
+        from .registry import open_file, store_of
 
         # the file's bytes, opened once: the store that tells the format is the one the Source reads
         return open_file(where[0], OpenRequest(topology=None if topology is None else str(topology),
-                                               store=_bytes_of(where[0]), **given))
+                                               store=store_of(where[0]), **given))
     from .segments import SegmentedSource
 
     return SegmentedSource.from_parts(where, topology, continuous=continuous, strict=given.get("strict"),
                                       group=given.get("group"), assume_units=given.get("assume_units"))
-
-
-def _bytes_of(where: Location):
-    """The :class:`~trajscale.storage.ByteStore` of ``where``; None where a local path has no bytes of its own."""
-    from ..storage.bytestore import NoFile
-
-    try:
-        return where.store()
-    except (NoFile, OSError):
-        return None
 
 
 #: The fields of :class:`~.base.OpenRequest` that :func:`open_source` takes from its caller.

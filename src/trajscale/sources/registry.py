@@ -134,7 +134,7 @@ def _by_bytes(path: str, head: bytes, store: ByteStore | None = None) -> Match |
 
 def recognised(location: Location) -> Match | None:
     """The Source whose format ``location``'s first bytes are in, or None (nothing else asked; never an error)."""
-    store = _store_of(location)
+    store = store_of(location)
     try:
         return _by_bytes(location.where, _head(store), store)
     except (InputFileError, OSError):
@@ -171,7 +171,7 @@ def guess(location: Location) -> Match:
     InputFileError
         The file is missing, or no Source reads it (one line listing what is supported).
     """
-    store = _store_of(location)
+    store = store_of(location)
     try:
         return _match(location.where, store)
     finally:
@@ -193,7 +193,7 @@ def _match(path: str, store: ByteStore | None) -> Match:
     return match
 
 
-def _store_of(location: Location) -> ByteStore | None:
+def store_of(location: Location) -> ByteStore | None:
     """The store of ``location``'s bytes (shared with its Source); None for a local path with no bytes of its own."""
     try:
         return location.store()
@@ -279,7 +279,7 @@ def _told(location: Location, request: OpenRequest, checked: bool) -> tuple[Matc
             match = Match(for_format(request.format), request.format.upper())
         else:
             if store is None:
-                store = _store_of(location)
+                store = store_of(location)
             match = _match(path, store)
         refused = _refused_options(match.source, request) if checked else None
         if refused:
@@ -354,4 +354,4 @@ def formats_table() -> str:
 __all__ = ["ENTRY_POINT_GROUP", "Match", "all_sources", "by_name", "capabilities", "check_options",
            "decode_s_per_atom", "decoding_of", "fallback_source", "fetched_modules", "for_format", "format_sources",
            "formats_table", "guess", "open_file", "open_part", "part_record", "plugin_targets", "recognised",
-           "source_class", "supported"]
+           "source_class", "store_of", "supported"]
