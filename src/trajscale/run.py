@@ -71,18 +71,9 @@ def run(analysis: Analysis | list[Analysis], topology=None, trajectory=None, *, 
     """
     many = _ensemble_of(topology, trajectory, ensemble)
     if many is not None:   # many trajectories, each with its own topology, in one job
-        from .ensemble.run import run_ensemble
-
-        if on_update is not None:
-            from .errors import ConfigError
-
-            raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
-        return run_ensemble(analysis, many, options=options, **keywords)
+        return _run_ensemble(analysis, many, options, on_update, keywords)
     opts = RunOptions.from_keywords(options, keywords)
-    if isinstance(analysis, list | tuple):   # several: one pass over their atoms' union
-        from .analysis.group import AnalysisGroup
-
-        analysis = AnalysisGroup(analysis)
+    analysis = _grouped(analysis)
     where = trajectory if is_stream(trajectory) else Location.each(trajectory, opts.storage_options)
     return Engine(analysis, topology, rounds_for(analysis, topology, where, opts), opts, on_update).execute()
 
@@ -99,6 +90,26 @@ def _ensemble_of(topology, trajectory, ensemble):
     if topology is None:
         raise ConfigError("give a topology and a trajectory, or ensemble= for many trajectories")
     return topology if trajectory is None else None
+
+
+def _grouped(analysis: Analysis | list[Analysis]) -> Analysis:
+    """Several analyses: one :class:`~trajscale.analysis.group.AnalysisGroup`, a pass over their atoms' union."""
+    if not isinstance(analysis, list | tuple):
+        return analysis
+    from .analysis.group import AnalysisGroup
+
+    return AnalysisGroup(analysis)
+
+
+def _run_ensemble(analysis, ensemble, options: RunOptions | None, on_update, keywords: dict):
+    """``run(analysis, ensemble)``: :func:`trajscale.ensemble.run.run_ensemble` (its results come at the end)."""
+    from .ensemble.run import run_ensemble
+
+    if on_update is not None:
+        from .errors import ConfigError
+
+        raise ConfigError("on_update: an ensemble's results come at the end (its trajectories are read finished)")
+    return run_ensemble(analysis, ensemble, options=options, **keywords)
 
 
 def rounds_for(analysis: Analysis, topology, where: list[Location] | str, options: RunOptions) -> Rounds:
