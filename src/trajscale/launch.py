@@ -174,16 +174,12 @@ def _slurm_job(env: Mapping[str, str]) -> SchedulerJob | None:
                         _int(env, "SLURM_RESTART_COUNT") or 0, float(end) if end else None)
 
 
-def _srun_step(env: Mapping[str, str]) -> bool:
-    """True in a task of an ``srun`` step (a batch script's ``SLURM_*`` describe the allocation, not this process)."""
-    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
-    return "SLURM_STEP_NUM_TASKS" in env and step is not None and step not in _NOT_STEPS
-
-
 def from_environment(env: Mapping[str, str]) -> Launch:
     """The :class:`Launch` that the environment ``env`` describes (:func:`current` passes ``os.environ``)."""
     job = _slurm_job(env)
-    srun = _srun_step(env)
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    # a task of an srun step (a batch script's SLURM_* describe the allocation, not this process)
+    srun = "SLURM_STEP_NUM_TASKS" in env and step is not None and step not in _NOT_STEPS
     hydra = "HYDI_CONTROL_FD" in env or "MPI_LOCALNRANKS" in env   # hydra's proxy sets them, srun does not
     if "OMPI_COMM_WORLD_SIZE" in env or "OMPI_COMM_WORLD_RANK" in env:
         return Launch("mpirun", _int(env, "OMPI_COMM_WORLD_SIZE"), _int(env, "OMPI_COMM_WORLD_RANK") or 0, True, job)

@@ -242,7 +242,8 @@ class DaskExecutor(Executor):
         finally:
             times = self._collect_times(keys) if clocked else {}
         return home.results(io=io_of(self.source_options)).with_timings(
-            [_with_times(t, times.get(k)) for t, k in zip(home.timings, keys, strict=False)])
+            [dataclasses.replace(t, t_sched_start=times[k][0], t_sched_stop=times[k][1]) if times.get(k) else t
+             for t, k in zip(home.timings, keys, strict=False)])
 
     def _collect_times(self, keys: list[str]) -> dict[str, tuple]:
         try:
@@ -322,9 +323,3 @@ def _worker_lost(exc: BaseException) -> bool:
     from distributed.comm import CommClosedError
 
     return isinstance(exc, (KilledWorker, CommClosedError))
-
-
-def _with_times(timing: TaskTiming, times: tuple | None) -> TaskTiming:
-    if not times:
-        return timing
-    return dataclasses.replace(timing, t_sched_start=times[0], t_sched_stop=times[1])

@@ -37,12 +37,6 @@ def ineligible(ds: h5py.Dataset) -> str | None:
     return None
 
 
-def row_offsets(addresses: np.ndarray, chunk_rows: int, row_bytes: int, rows: np.ndarray) -> np.ndarray:
-    """File offset of each row in ``rows``, given the address of every chunk of ``chunk_rows`` rows."""
-    chunk = rows // chunk_rows
-    return addresses[chunk] + (rows - chunk * chunk_rows) * row_bytes
-
-
 def available() -> bool:
     """True where rows can be written at byte addresses (POSIX ``pwrite``)."""
     return hasattr(os, "pwrite")
@@ -63,7 +57,9 @@ class RowTarget:
 
     def offsets(self, start: int, n: int) -> np.ndarray:
         """File offset of rows ``start .. start + n - 1``."""
-        return row_offsets(self.addresses, self.chunk_rows, self.row_bytes, start + np.arange(n, dtype=np.int64))
+        rows = start + np.arange(n, dtype=np.int64)
+        chunk = rows // self.chunk_rows
+        return self.addresses[chunk] + (rows - chunk * self.chunk_rows) * self.row_bytes
 
 
 def _addresses(ds: h5py.Dataset) -> np.ndarray | None:

@@ -112,12 +112,6 @@ def write_calibration_set(folder: Path) -> dict[str, list[str]]:
             H5MD_SMALL: ["run", "rgyr", str(top), str(h5), "--select", f"index 0:{SMALL - 1}"]}
 
 
-def beyond_the_model(model: Model, n: int, machine: Machine, measured: float) -> float:
-    """Seconds a whole run at N took beyond the model's serial phases, work and communication."""
-    t = terms_at(model, n, replace(machine, launch=()))
-    return measured - (t.total - t.startup)
-
-
 @dataclass(frozen=True, slots=True)
 class Point:
     """One calibration point: a workload on an executor at N, run ``repeat`` times as a whole process."""
@@ -143,7 +137,9 @@ def _point(args: list[str], ex: str, n: int, model: Model, machine: Machine, rep
         if timed_opens:   # (the median rank's open)
             opens.append(median([w.t_init_traj for w in worker_timings(RunReport.load(rep))] or [0.0]))
     walls.sort()
-    launch = tuple(beyond_the_model(model, n, machine, t) for t in (walls[0], median(walls), walls[-1]))
+    # what the fastest, median and slowest run took beyond the model's serial phases, work and communication
+    t = terms_at(model, n, replace(machine, launch=()))
+    launch = tuple(w - (t.total - t.startup) for w in (walls[0], median(walls), walls[-1]))
     return Point(model, n, tuple(walls), tuple(sorted(cpus)), launch, median(opens) if opens else 0.0)
 
 

@@ -109,20 +109,13 @@ def _cpu_ticks(cpus: set[int]) -> tuple[float, float, float] | None:
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 
 
-def _prctl():
-    """The C library's ``prctl`` (Linux), or None."""
+def _subreaper(on: bool) -> bool | None:
+    """Make this process the subreaper of its descendants (``on``) or not; the setting before (None: not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return None
-
-
-def _subreaper(on: bool) -> bool | None:
-    """Make this process the subreaper of its descendants (``on``) or not; the setting before (None: not Linux)."""
-    prctl = _prctl()
-    if prctl is None:
         return None
     was = ctypes.c_int(0)
     if prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
