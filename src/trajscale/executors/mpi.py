@@ -190,10 +190,12 @@ class MPIExecutor(Executor):
             # a rank knows its next task: a source behind a URL fetches its first block meanwhile
             then = ranges[mine[k + 1]] if k + 1 < len(mine) else None
             try:
-                done = _task_unless_stopped(job, i, ranges[i], worker, self.comm, then)
+                done = run_task(job, i, ranges[i], worker, self.comm, then=then)
             except ServerUnreachable as exc:
                 return partials, timings, exc
-            if done is None:
+            except SystemExit:   # a stop signal ended the task: this rank stops with the others
+                if not stop_requested():
+                    raise
                 break
             partials.add(done[0])
             timings.append(done[1])
@@ -272,16 +274,6 @@ class MPIExecutor(Executor):
     def close(self, wait: bool = True) -> None:
         """Close this process's cached sources (collective under ``mpio``: call on every rank)."""
         close_cached_sources()
-
-
-def _task_unless_stopped(job: Job, i: int, frames: FrameRange, worker: str, comm, then: FrameRange | None):
-    """:func:`run_task`'s result, or None when a stop signal ended the task (this rank stops with the others)."""
-    try:
-        return run_task(job, i, frames, worker, comm, then=then)
-    except SystemExit:
-        if not stop_requested():
-            raise
-        return None
 
 
 class _RankProgress:
