@@ -301,7 +301,10 @@ class H5MDSource(Source):
         state = self._h5.state()
         if state is None:
             return None
-        return {**state, "chunk_index": self._index_config(), "metadata": self._h5.metadata(self._preload_meta)}
+        if self._shipped_index is None:   # every field's chunk addresses (ChunkIndex), all looked up, as plain values
+            self._shipped_index = {fl: reads.index.to_config(self._datasets[fl]) for fl, reads in self._reads.items()
+                                   if reads.ready()}
+        return {**state, "chunk_index": self._shipped_index, "metadata": self._h5.metadata(self._preload_meta)}
 
     def _preload_meta(self) -> None:
         """Every frame's box, time and step, read before the metadata is shipped (a worker's first read)."""
@@ -312,13 +315,6 @@ class H5MDSource(Source):
                 self._frame_meta(0, self.n_frames)
             except Exception:   # noqa: BLE001 - the frames that read them say what is wrong, as before
                 log.debug("%s: box, time and step not shipped", self._path, exc_info=True)
-
-    def _index_config(self) -> dict:
-        """Every field's chunk addresses (:class:`~.chunks.ChunkIndex`), all looked up, as plain values."""
-        if self._shipped_index is None:
-            self._shipped_index = {fl: reads.index.to_config(self._datasets[fl]) for fl, reads in self._reads.items()
-                                   if reads.ready()}
-        return self._shipped_index
 
     def remote_stats(self) -> dict | None:
         """Network cost of this source's reads (requests, bytes, wait_s, retries); None for a local file."""
