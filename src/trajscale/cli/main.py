@@ -208,10 +208,9 @@ def _quiet_stdout(args):
 
 def _parse_once_per_job(argv: list[str] | None) -> argparse.Namespace:
     """:func:`parse_args`; under a launcher only rank 0 says a typo or ``--help``, and every rank exits as it does."""
-    from ..launch import current
+    from ..launch import rank
 
-    launch = current()
-    if launch.rank == 0:
+    if rank() == 0:
         return parse_args(argv)
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull), contextlib.redirect_stdout(devnull):
         return parse_args(argv)

@@ -112,15 +112,13 @@ def _scaling_panels(ax_s, ax_e, reports: Sequence[RunReport], baseline: RunRepor
         ax_s.plot([p.n_workers for p in mine], [p.speedup for p in mine], "o-", color=c, label=ex)
         ax_e.plot([p.n_workers for p in mine], [p.efficiency for p in mine], "o-", color=c, label=ex)
     ax_s.plot(sorted(set(ns)), [n / n0 for n in sorted(set(ns))], "--", color="0.5", label="ideal")
-    ax_s.set_xlabel("workers N")
     ax_s.set_ylabel(f"speed-up S(N) vs N={n0}")
-    ax_s.legend(fontsize=8, frameon=False)
     ax_e.axhline(1.0, ls="--", color="0.5", label="ideal")
-    ax_e.set_xlabel("workers N")
     ax_e.set_ylabel(f"efficiency E(N) vs N={n0}")
     ax_e.set_ylim(0, max(1.1, max(p.efficiency for p in pts) * 1.1))
-    ax_e.legend(fontsize=8, frameon=False)
     for ax in (ax_s, ax_e):
+        ax.set_xlabel("workers N")
+        ax.legend(fontsize=8, frameon=False)
         ax.set_xticks(sorted(set(ns)))
         ax.grid(alpha=0.3)
     return {ex: [(p.n_workers, p.speedup) for p in mine] for ex, mine in series.items()}
