@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError, OutputError, ParallelUnavailableError, ParallelWriteError
 from ..h5md.codecs import encode, lossy_attrs_for
-from ..h5md.writer import H5MDWriter
+from ..h5md.writer import H5MDWriter, in_file_units
 from ..parallel import h5py_has_mpi, when_all_arrive
 from ..sharing import share_on_comm
 from ..topology import atom_arrays
@@ -371,8 +371,7 @@ class ParallelWriter:
         return info
 
     def _in_file_units(self, arr, quantity: str) -> np.ndarray:
-        f = self._factors[quantity]
-        return np.asarray(arr, dtype=np.float32) if f == 1.0 else (np.asarray(arr, np.float64) / f).astype(np.float32)
+        return in_file_units(arr, self._factors[quantity])
 
     def _bcast(self, obj):
         return obj if self.comm is None else when_all_arrive(self.comm, self.comm.bcast, obj, root=0)
