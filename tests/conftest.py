@@ -71,15 +71,23 @@ def trajscale_made() -> set[str]:
 _before: set[str] = set()
 
 
+def _checks_leftovers(config) -> bool:
+    """Whether this session checks what it leaves: the suite's controller only, not its xdist workers nor a test
+    run alone in a pytest of its own (whose listing would hold what the suite's other tests make meanwhile)."""
+    from tests.alone import ALONE
+
+    return not hasattr(config, "workerinput") and not os.environ.get(ALONE)
+
+
 def pytest_sessionstart(session) -> None:
-    if not hasattr(session.config, "workerinput"):
+    if _checks_leftovers(session.config):
         _before.update(trajscale_made())
 
 
 @pytest.hookimpl(trylast=True)   # (after xdist's, which ends the workers)
 def pytest_sessionfinish(session, exitstatus) -> None:
     """The session leaves nothing of trajscale's in /dev/shm or the temporary folder: a test that does fails it."""
-    if hasattr(session.config, "workerinput"):
+    if not _checks_leftovers(session.config):
         return
     import time
 

@@ -34,3 +34,30 @@ def test_the_listing_sees_what_a_run_leaves_and_not_what_a_live_process_uses():
         for p in [*planted, live, *others]:
             shutil.rmtree(p, ignore_errors=True)
     assert trajscale_made() - before == set()
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("alone", [False, True])
+def test_a_test_run_alone_leaves_the_check_to_the_suite(pytester, monkeypatch, alone):
+    """A test run alone in a pytest of its own (tests/alone.py) does not check the listing: what the suite's other
+    tests make and remove meanwhile is theirs, and the suite's own session checks it at its end."""
+    from tests.alone import ALONE
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout)
+    meanwhile = os.path.join(tempfile.gettempdir(), f"trajscale-tasks-{gone}-meanwhile")
+    pytester.makeconftest("from tests.conftest import pytest_sessionfinish, pytest_sessionstart, "
+                          "pytest_terminal_summary  # noqa: F401")
+    pytester.makepyfile(f"import os\n\n\ndef test_another_test_meanwhile():\n    os.makedirs({meanwhile!r})\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    if alone:
+        monkeypatch.setenv(ALONE, "1")
+    else:
+        monkeypatch.delenv(ALONE, raising=False)
+    try:
+        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    finally:
+        shutil.rmtree(meanwhile, ignore_errors=True)
+    assert (r.ret == 0) is alone, r.stdout.str()
+    assert ("the suite left 1 of trajscale's entries" in r.stdout.str()) is not alone
