@@ -60,9 +60,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
+from script_output import check_script_output, write_script_json  # noqa: E402
+
 from trajscale.launch import mpiexec  # noqa: E402 (after the sys.path line)
 from trajscale.report.calibrate import whole_run as run_timed  # noqa: E402
-from trajscale.util import check_script_output, write_script_json  # noqa: E402
 
 PROG = Path(__file__).name
 TARGET_MEDIAN, TARGET_MAX = 0.15, 0.30

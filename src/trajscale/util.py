@@ -309,25 +309,6 @@ def fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def check_script_output(prog: str, path: str | os.PathLike, overwrite: bool) -> None:
-    """For a benchmark script: an output existing without ``overwrite`` or in a missing folder, one line and exit 1."""
-    try:
-        check_output_path(path, overwrite=overwrite)
-    except OutputError as exc:
-        raise SystemExit(f"{prog}: {exc}") from None
-
-
-def write_script_json(prog: str, path: str | os.PathLike, obj, overwrite: bool) -> None:
-    """``obj`` as JSON at ``path`` for a script, atomically (refused as :func:`check_script_output` refuses)."""
-    import json
-
-    try:
-        with atomic_output(path, overwrite=overwrite) as tmp:
-            tmp.write_text(json.dumps(obj, indent=1))
-    except OutputError as exc:   # appeared, or lost its folder, while the script measured
-        raise SystemExit(f"{prog}: {exc}") from None
-
-
 def save_output(path: str | os.PathLike, write, overwrite: bool = True) -> Path:
     """``write(tmp)`` under :func:`atomic_output` beside ``path``; return ``path``. A folder that cannot take the
     result gets it written into ``$TMPDIR`` instead, the OutputError naming both."""
