@@ -226,7 +226,8 @@ def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
     (``np.unique``'s first call imports it), no pool's claims, no followed run's options, no record of what
     ``auto`` chose, no summary; none of the standard library's modules it has no use for (``socket`` for the
     host's name, ``statistics`` for one median, ``glob`` for no pattern: 4 ms of its start), nor the topology
-    text's readers for a selection the cache answers; its results are MDAnalysis's RMSD."""
+    text's readers for a selection the cache answers, nor a fit's or a segment index's modules; its results are
+    MDAnalysis's RMSD."""
     import MDAnalysis as mda
     import numpy as np
     from MDAnalysis.analysis import rms
@@ -241,7 +242,9 @@ def test_a_quiet_serial_h5md_run_creates_no_record_it_does_not_use(tmp_path):
             w.write(step=i, time=float(i), ids=u.atoms.indices, positions=u.atoms.positions, box=u.dimensions)
     names = ("numpy.ma", "trajscale.executors.claims", "trajscale.endings", "trajscale.report.kinds",
              "trajscale.report.advice", "trajscale.analysis.group", "socket", "statistics", "glob",
-             "trajscale.topology.columns", "trajscale.topology.labelled")
+             "trajscale.topology.columns", "trajscale.topology.labelled",
+             # (a fit's sums, and the segment index's reader, for an output check that has no index to read)
+             "trajscale.analysis.fitting", "trajscale.kernels.sums", "trajscale.sources.segments")
     code, loaded = _second_run_loads(["-q", "run", "rmsd", PSF, str(h5), "--select", "name CA", "--executor", "serial",
                                       "--out", str(out), "--overwrite"], tmp_path / "caches", names)
     assert code == 0 and loaded == []

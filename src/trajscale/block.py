@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BadCoordinatesError
+from .errors import BadCoordinatesError, FrameRangeError
 
 #: Field (as H5MD names it) -> the attribute that holds it on a :class:`Block`, and on an
 #: MDAnalysis Timestep too (both name the arrays alike).
@@ -108,6 +108,14 @@ def check_finite(block: Block, positions: np.ndarray, source: str) -> None:
     finite = finite_frames(positions)
     if not finite.all():
         raise BadCoordinatesError(block.start + int(np.argmin(finite)), source)
+
+
+def frame_index(ref_frame: int, n_frames: int, where: str) -> int:
+    """``ref_frame`` as a trajectory index takes it (negative from the end), or a clear error."""
+    frame = ref_frame + n_frames if ref_frame < 0 else ref_frame
+    if not 0 <= frame < n_frames:
+        raise FrameRangeError(f"reference frame {ref_frame} (ref_frame) outside the {n_frames} frames of {where}")
+    return frame
 
 
 def sorted_unique(values) -> np.ndarray:

@@ -152,7 +152,7 @@ def test_missing_segment_named_when_read(tmp_path, adk_vacuum_h5md):
 def test_no_output_is_a_part_of_an_input_index(split_dir, adk_vacuum):
     """An output is refused when it is a part a segment index names, the index given by its file or folder, even
     with --overwrite; the parts are the index's own (parsed by the segments module, not guessed from names)."""
-    from trajscale.sources.segments import with_parts
+    from trajscale.sources import with_parts
 
     index = split_dir / "index.json"
     parts = sorted(str(p) for p in split_dir.glob("part_*.h5md"))

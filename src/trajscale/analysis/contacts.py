@@ -8,12 +8,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..block import Block, check_finite, sorted_unique
+from ..block import Block, check_finite, frame_index, sorted_unique
 from ..errors import ConfigError
 from ..kernels.geometry import distance_arrays, indexed_pair_distances
 from ..topology import select_atoms
 from .base import Analysis, FrameCost, FrameRows, MinimumImage, OneSelection, Prepared, check_boxes
-from .fitting import frame_index, reference_positions
+from .fitting import reference_positions
 from .options import NO_PBC, REF_FRAME, Command, Option
 from .residues import atom_table, derived, narrowed
 from .results import SERIES, SERIES_OUT, Features, TimeSeries, arrays_of, output_format, save_as

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..block import check_finite
-from ..errors import FrameRangeError, SelectionError
+from ..block import check_finite, frame_index
+from ..errors import SelectionError
 from ..kernels.geometry import apply_fit
 from ..kernels.sums import frame_sums, shift_of
 from ..kernels.superpose import Reference, superpose_rmsd
@@ -56,14 +56,6 @@ def reference_positions(source, group, selection: str, reference, ref_frame: int
     block = source.read(frame, frame + 1, np.asarray(group.indices))
     check_finite(block, block.positions, source.path)
     return block.positions[0].astype(np.float64)
-
-
-def frame_index(ref_frame: int, n_frames: int, where: str) -> int:
-    """``ref_frame`` as a trajectory index takes it (negative from the end), or a clear error."""
-    frame = ref_frame + n_frames if ref_frame < 0 else ref_frame
-    if not 0 <= frame < n_frames:
-        raise FrameRangeError(f"reference frame {ref_frame} (ref_frame) outside the {n_frames} frames of {where}")
-    return frame
 
 
 def prepare_fit(universe, source, select: str, fit_select: str | None, reference, ref_frame: int):

@@ -8,12 +8,11 @@ from typing import ClassVar, Union
 
 import numpy as np
 
-from ..block import Block, check_finite, finite_frames, sorted_unique
+from ..block import Block, check_finite, finite_frames, frame_index, sorted_unique
 from ..errors import ConfigError, SelectionError
 from ..kernels.superpose import Reference, rmsd_after_transform, superpose_rmsd
 from ..topology import select_atoms
 from .base import Analysis, FrameRows, Prepared, check_finite_reference, has_masses, masses_of, positive_weights
-from .fitting import frame_index
 from .options import REF_FRAME, Command, Option
 from .results import SERIES, SERIES_OUT, output_format, save_as
 

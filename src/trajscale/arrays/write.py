@@ -114,7 +114,7 @@ def to_h5md(ds, path, spec: WriteSpec | None = None) -> Path:
     from ..errors import OutputError
     from ..h5md.codecs import check_lossy_options
     from ..h5md.writer import H5MDWriter
-    from ..sources.segments import with_parts
+    from ..sources import with_parts
     from ..util import atomic_output, check_output_path, refuse_input_as_output
 
     spec = spec or WriteSpec()

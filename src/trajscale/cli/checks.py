@@ -75,7 +75,7 @@ def check_outputs(*paths: str | None, inputs=(), overwrite: bool = False) -> Non
     import os
 
     from ..errors import OutputError
-    from ..sources.segments import with_parts
+    from ..sources import with_parts
     from ..util import check_output_path
 
     inputs = with_parts(inputs)

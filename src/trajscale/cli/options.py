@@ -91,7 +91,7 @@ def resumed_complete(args, inputs, unfinished) -> bool:
 
     if not args.resume or not Path(args.output).is_file() or any(Path(p).exists() for p in unfinished):
         return False
-    from ..sources.segments import with_parts
+    from ..sources import with_parts
     from ..util import refuse_input_as_output
 
     refuse_input_as_output(args.output, with_parts(inputs))

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, InputFileError, OutputError
-from ..sources import registry
+from ..sources import registry, with_parts
 from ..sources.chain import JoinPlan, plan_join
-from ..sources.segments import with_parts
 from ..storage.location import Location
 from ..topology import atom_arrays, written_atoms
 from ..units import WRITE_UNITS, unit_system

@@ -36,7 +36,7 @@ from ..h5md.writer import early_allocation
 from ..hdf5.hdf5 import cover_allocated, ensure_filters, open_h5
 from ..parallel import when_all_arrive
 from ..progress import progress_bar
-from ..sources.segments import with_parts
+from ..sources import with_parts
 from ..storage.location import Location
 from ..units import factor
 from ..util import check_output_path, polling_for_stop, raise_if_stopped

@@ -44,6 +44,8 @@ __getattr__, __dir__ = attach(__name__, {
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
+#: A folder of segments holds its index under this name.
+INDEX_NAME = "index.json"
 
 
 def is_stream(trajectory) -> bool:
@@ -64,6 +66,25 @@ def reader_modules(trajectories) -> tuple[str, ...]:
         found += [m for m in ((cls.__module__, *cls.worker_modules) if cls is not None else ()) if m not in found]
         found += [m for m in Location(p).worker_modules(fetched_modules(p)) if m not in found]
     return tuple(found)
+
+
+def with_parts(inputs) -> list:
+    """``inputs`` and, after each readable segment index among them, the parts it names (no output may be one)."""
+    import json
+
+    out = []
+    for p in inputs:
+        out.append(p)
+        if p is not None and (os.fspath(p).endswith(".json") or os.path.isdir(p)):
+            index = os.path.join(p, INDEX_NAME) if os.path.isdir(p) else os.fspath(p)
+            try:
+                with open(index) as fh:
+                    segments = json.load(fh).get("segments") or []
+                root = os.path.dirname(os.path.abspath(index))
+                out += [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
+            except (OSError, ValueError, AttributeError, TypeError):
+                pass
+    return out
 
 
 def open_source(trajectories, topology: str | None = None, *, continuous: bool = False,
@@ -126,4 +147,4 @@ def source_from_config(config: dict, comm=None) -> Source:
 
 __all__ = ["SOURCES", "H5MDSource", "MDAPartSource", "MDASource", "OpenRequest", "SegmentedSource",
            "Source", "XDRSource", "config_location", "is_hdf5", "locate", "open_source",
-           "source_from_config"]
+           "source_from_config", "with_parts"]

@@ -28,7 +28,7 @@ from ..block import Block
 from ..errors import ConfigError, InputFileError
 from ..facts import LayoutFacts
 from ..storage.location import Location
-from . import registry
+from . import INDEX_NAME, registry
 from .base import OpenRequest, Source, file_head
 from .opened import OpenSources
 from .traits import SEGMENTS
@@ -36,7 +36,6 @@ from .traits import SEGMENTS
 log = logging.getLogger(__name__)
 
 INDEX_FORMAT = "trajscale-segments"
-INDEX_NAME = "index.json"
 MAX_OPEN = 64
 #: Most atoms an index may claim (an atom index is a 32-bit integer in the formats trajscale reads).
 MAX_ATOMS = 2**31 - 1
@@ -49,23 +48,6 @@ def index_path(location: Location) -> Location | None:
         return location
     inside = location.list(INDEX_NAME)   # (no file's bytes there: a folder's index, if it holds one)
     return inside[0] if inside else None
-
-
-def with_parts(inputs) -> list:
-    """``inputs`` and, after each readable segment index among them, the parts it names (no output may be one)."""
-    out = []
-    for p in inputs:
-        out.append(p)
-        if p is not None and (os.fspath(p).endswith(".json") or os.path.isdir(p)):
-            index = os.path.join(p, INDEX_NAME) if os.path.isdir(p) else os.fspath(p)
-            try:
-                with open(index) as fh:
-                    segments = json.load(fh).get("segments") or []
-                root = os.path.dirname(os.path.abspath(index))
-                out += [os.path.join(root, s["path"]) for s in segments if isinstance(s, dict) and "path" in s]
-            except (OSError, ValueError, AttributeError, TypeError):
-                pass
-    return out
 
 
 def load_index(location: Location) -> dict:

@@ -23,12 +23,13 @@ from ..util import is_url
 OWN_OPTIONS = ("retry_seconds", "timeout", "max_concurrency", "merge_gap", "ca_bundle", "cache_dir")
 #: Names whose values are never shown (an option, a URL's query parameter): these words anywhere in the name,
 #: or (short words that other names hold) as a word of it: ``sas_token``, ``account_key``, ``X-Amz-Signature``.
-_SECRET_NAME = re.compile(r"secret|token|passw|credential|"
-                          r"(?:^|[_.-])(?:key|sas|sig|signature|session|auth|authorization|pwd)(?:$|[_.-])", re.I)
+#: (Patterns: ``re`` compiles each when first used, and keeps it; a run that redacts nothing never compiles one.)
+_SECRET_NAME = (r"(?i)secret|token|passw|credential|"
+                r"(?:^|[_.-])(?:key|sas|sig|signature|session|auth|authorization|pwd)(?:$|[_.-])")
 #: A URL's password, after its scheme and user (a password holds no ``/`` or ``@`` unescaped, nor a blank).
-_USER_INFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", re.I)
+_USER_INFO = r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]*@"
 #: A query parameter: (what precedes its value, its name, its value).
-_QUERY = re.compile(r"([?&;]([^=&;\s#]+)=)([^&;\s#]*)")
+_QUERY = r"([?&;]([^=&;\s#]+)=)([^&;\s#]*)"
 
 #: The process's options, for the rest of its life (the command line's ``--storage-option``: :func:`set_options`).
 _PROCESS: dict = {}
@@ -84,13 +85,13 @@ def redacted(value):
     tuples and nested mappings alike. The value itself is left as it is: it still reads the bytes."""
     if isinstance(value, str):
         if "@" in value:
-            value = _USER_INFO.sub(r"\1:***@", value)
+            value = re.sub(_USER_INFO, r"\1:***@", value)
         if "=" in value and ("?" in value or "&" in value):
-            value = _QUERY.sub(lambda m: m.group(1) + ("***" if _SECRET_NAME.search(m.group(2)) else m.group(3)),
-                               value)
+            value = re.sub(_QUERY, lambda m: m.group(1) + (
+                "***" if re.search(_SECRET_NAME, m.group(2)) else m.group(3)), value)
         return value
     if isinstance(value, Mapping):
-        return {k: "***" if v and isinstance(k, str) and _SECRET_NAME.search(k) else redacted(v)
+        return {k: "***" if v and isinstance(k, str) and re.search(_SECRET_NAME, k) else redacted(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redacted(v) for v in value)
