@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,7 +45,6 @@ __getattr__, __dir__ = attach(__name__, {
 
 #: An IMD stream's address begins so (``imd://HOST:PORT``).
 SCHEME = "imd://"
-#: A folder of segments holds its index under this name.
 INDEX_NAME = "index.json"
 
 
@@ -70,8 +70,6 @@ def reader_modules(trajectories) -> tuple[str, ...]:
 
 def with_parts(inputs) -> list:
     """``inputs`` and, after each readable segment index among them, the parts it names (no output may be one)."""
-    import json
-
     out = []
     for p in inputs:
         out.append(p)
