@@ -27,7 +27,7 @@ def _frozen(mapping: Mapping | None) -> Mapping:
     return MappingProxyType(dict(mapping or {}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)   # (one record a format, told by identity: no field-wise __eq__ to make)
 class FormatTraits:
     """One format's traits, read by every caller that makes a format decision.
 
