@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from script_output import check_script_output, write_script_json
+from _script_output import check_script_output, write_script_json
 
 PROG = Path(__file__).name
 CA = "protein and name CA"

@@ -577,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="also write the rows here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     args = p.parse_args(argv)
-    from script_output import check_script_output, write_script_json
+    from _script_output import check_script_output, write_script_json
 
     if args.json:   # refused before the data are made, not after the measurements
         check_script_output(PROG, args.json, args.overwrite)

@@ -22,7 +22,7 @@ import statistics
 import time
 from pathlib import Path
 
-from script_output import check_script_output, write_script_json
+from _script_output import check_script_output, write_script_json
 
 PROG = Path(__file__).name
 

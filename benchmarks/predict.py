@@ -60,7 +60,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from script_output import check_script_output, write_script_json  # noqa: E402
+from _script_output import check_script_output, write_script_json  # noqa: E402
 
 from trajscale.launch import mpiexec  # noqa: E402 (after the sys.path line)
 from trajscale.report.calibrate import whole_run as run_timed  # noqa: E402

@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 when a row is marked SLOWER")
     p.add_argument("--list", action="store_true", help="print the rows and their commands; run nothing")
     args = p.parse_args(argv)
-    from script_output import check_script_output, write_script_json
+    from _script_output import check_script_output, write_script_json
 
     if args.json:
         check_script_output(PROG, args.json, args.overwrite)

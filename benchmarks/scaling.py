@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from script_output import check_script_output, write_script_json
+from _script_output import check_script_output, write_script_json
 
 PROG = Path(__file__).name
 

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from script_output import check_script_output, write_script_json
+from _script_output import check_script_output, write_script_json
 
 PROG = Path(__file__).name
 
