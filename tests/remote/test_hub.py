@@ -309,6 +309,9 @@ def test_any_url_that_redirects_is_asked_where_once_a_file(domains):
             small = Location(f"{hub.endpoint}/datasets/org/plain/resolve/{later}/{name}").store()
             assert small.read_ranges([(0, 5)])[0] == (b"# mdC" if name == "README.md" else b"notes")
             assert hub.resolves[f"org/plain/{name}"] == asked, hub.resolves
+        from trajscale.storage import redirects
+
+        assert redirects._RESOLVING == {}   # (a file's ask lock lives while it is asked, not for the process)
 
 
 @pytest.mark.parametrize("url, said", [

@@ -116,17 +116,21 @@ def target(obj, refused: SimpleNamespace | None = None) -> SimpleNamespace | Non
             return kept if kept.url != obj.url else None
         lock = _RESOLVING.setdefault(key, threading.Lock())
     with lock:   # (one ask at a time a file: requests waiting for it take its answer)
-        with _LOCK:
-            kept = _TARGETS.get(key)
-        if kept is None or kept is refused:
-            kept = _target(_resolve(obj, obj.resolve_url))
-            obj.server.redirects = kept.url != obj.resolve_url
-            if kept.url == obj.url:   # (answered in place: nothing to keep, the URL is read as it is)
-                return None
+        try:
             with _LOCK:
-                _TARGETS[key] = kept
-                while len(_TARGETS) > 4096:
-                    _TARGETS.pop(next(iter(_TARGETS)))
+                kept = _TARGETS.get(key)
+            if kept is None or kept is refused:
+                kept = _target(_resolve(obj, obj.resolve_url))
+                obj.server.redirects = kept.url != obj.resolve_url
+                if kept.url == obj.url:   # (answered in place: nothing to keep, the URL is read as it is)
+                    return None
+                with _LOCK:
+                    _TARGETS[key] = kept
+                    while len(_TARGETS) > 4096:
+                        _TARGETS.pop(next(iter(_TARGETS)))
+        finally:   # (the lock goes with the ask: those waiting hold it, a later one finds the target kept)
+            with _LOCK:
+                _RESOLVING.pop(key, None)
     return kept if kept.url != obj.url else None
 
 
