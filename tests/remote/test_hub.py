@@ -451,3 +451,36 @@ def test_offline_a_damaged_record_is_one_line_naming_it(hub, offline):
             Location.glob(GLOB, {"cache_dir": str(offline[0])})
         assert str(err.value).startswith(f"{record}: ") and "delete it" in str(err.value), err.value
         assert "\n" not in str(err.value), err.value
+
+
+def test_offline_a_packed_store_is_read_from_the_node_local_cache(tmp_path, monkeypatch):
+    """``H5Dataset`` over a store on the Hub with ``cache_dir``: online it keeps the copy and the record; with
+    ``HF_HUB_OFFLINE=1`` a new dataset reads both, the same samples as the file's, not one request."""
+    import numpy as np
+
+    from tests.ml.conftest import write_npz_set
+    from trajscale.ml import H5Dataset
+    from trajscale.ml.pack import pack
+    from trajscale.storage.hub import pin_revisions
+    from trajscale.storage.objects import forget_heads
+
+    paths, _ = write_npz_set(tmp_path)
+    pack(paths, tmp_path / "store.h5")
+    want = H5Dataset(tmp_path / "store.h5").read(np.arange(240))
+    url, cache = f"hf://datasets/{REPO}@main/packed/store.h5", tmp_path / "node"
+    with HubServer() as hub:
+        hub.commit(REPO, {"packed/store.h5": tmp_path / "store.h5"})
+        for k, v in hub.env().items():
+            monkeypatch.setenv(k, v)
+        for offline in (False, True):
+            monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
+            pin_revisions()
+            forget_heads()
+            before = hub.requests
+            data = H5Dataset(url, cache_dir=cache)
+            try:
+                got = data.read(np.arange(len(data)))
+            finally:
+                data.close()
+            assert sorted(got) == sorted(want) and all(np.array_equal(got[k], want[k]) for k in want)
+            assert not offline or hub.requests == before

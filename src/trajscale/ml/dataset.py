@@ -51,6 +51,17 @@ def _as_index(index, n: int) -> np.ndarray:
     return np.where(idx < 0, idx + n, idx)
 
 
+def with_cache_dir(storage_options: dict | None, cache_dir) -> dict | None:
+    """``storage_options`` (None: the process's) naming ``cache_dir``, where the Hub's record is kept beside the
+    node's copies and read with ``HF_HUB_OFFLINE=1``."""
+    if not cache_dir:
+        return storage_options
+    from ..storage import process_options
+
+    return {**(process_options() if storage_options is None else storage_options),
+            "cache_dir": os.path.abspath(cache_dir)}
+
+
 class _BatchReads:
     """The map-style protocol both datasets build on their ``read(index or indices)``."""
 
@@ -115,7 +126,7 @@ class H5Dataset(_BatchReads):
         self.trace_dir = str(trace_dir) if trace_dir else None
         self.with_index = with_index
         #: the store's location, with the options it is read with (the process's under the given)
-        self.location = Location(self.store, storage_options)
+        self.location = Location(self.store, with_cache_dir(storage_options, cache_dir))
         original = opened(self.location)
         try:
             self._identity = (original.state() or {}).get("identity")   # (an object's: the version read)

@@ -23,7 +23,7 @@ from ..ensemble.table import TEXT, label_dtype
 from ..errors import ConfigError, InputFileError, StoreError, TrajscaleError
 from ..sources.opened import OpenSources
 from ..storage.location import Location
-from .dataset import _as_index, _batch_buffer, _BatchReads, runs
+from .dataset import _as_index, _batch_buffer, _BatchReads, runs, with_cache_dir
 from .lagged import piece_bounds
 from .trace import IOStats
 
@@ -215,14 +215,9 @@ class EnsembleDataset(_BatchReads):
         self.cache_dir = str(cache_dir) if cache_dir else None
         self.transform = transform
         numbers: dict | None = {} if self.atomic_numbers else None
-        if cache_dir:   # (where the Hub's record is kept beside the copies, and read with HF_HUB_OFFLINE=1)
-            from ..storage import process_options
-
-            given = process_options() if storage_options is None else storage_options
-            storage_options = {**given, "cache_dir": os.path.abspath(cache_dir)}
         # (each member's files: Locations with their options, which its config carries to the workers)
-        self.members, self.refused = _described(_members_of(trajectories, storage_options), self.fields, numbers,
-                                                check_frames)
+        self.members, self.refused = _described(_members_of(trajectories, with_cache_dir(storage_options, cache_dir)),
+                                                self.fields, numbers, check_frames)
         if not self.members:
             raise ConfigError("the ensemble has no member")
         self.names = tuple(m.name for m in self.members)
