@@ -340,11 +340,13 @@ def _short_error(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, overwrite: bool = True):
+def atomic_output(path: str | os.PathLike, overwrite: bool = True, tidy: bool = True):
     """A temporary path beside ``path``, renamed to ``path`` only on success (fsynced, then its folder: a crash
-    leaves the old file or the whole new one), removed on any exception; killed writers' leftovers go first."""
+    leaves the old file or the whole new one), removed on any exception; killed writers' leftovers go first
+    (``tidy`` False: a writer of many files in one folder removes them once, not a listing a file)."""
     final = check_output_path(path, overwrite=overwrite)
-    remove_stale_temporaries(final.parent)
+    if tidy:
+        remove_stale_temporaries(final.parent)
     tmp = temporary_name(final)
     try:
         yield tmp

@@ -436,21 +436,89 @@ def test_offline_what_the_cache_lacks_is_refused_in_one_line(hub, offline):
 
 
 def test_offline_a_damaged_record_is_one_line_naming_it(hub, offline):
-    """The record steers what is read: every field is checked, and a damaged one refused in one line naming it."""
+    """The record steers what is read: every field of each entry is checked, and a damaged one refused in one
+    line naming it, by the read that needs it (a revision, a listing, a file's identity)."""
     from trajscale.errors import TrajscaleError
     from trajscale.storage.hub import pin_revisions
     from trajscale.storage.location import Location
 
-    (record,) = offline[0].glob(".hf-*.json")
-    for text in ("{not json", "[]", '{"revisions": {"main": "../../x"}, "trees": {}, "files": {}}',
-                 '{"revisions": {}, "trees": {"a/": "data/x.h5"}, "files": {}}',
-                 '{"revisions": {}, "trees": {}, "files": {"a/x.h5": ["e", -1]}}'):
-        record.write_text(text)
-        pin_revisions()
-        with pytest.raises(TrajscaleError) as err:
-            Location.glob(GLOB, {"cache_dir": str(offline[0])})
-        assert str(err.value).startswith(f"{record}: ") and "delete it" in str(err.value), err.value
-        assert "\n" not in str(err.value), err.value
+    options = {"cache_dir": str(offline[0])}
+    (folder,) = offline[0].glob(".hf-*")
+    member = f"hf://datasets/{REPO}@main/data/mdcath_dataset_{DOMAINS[0]}.h5"
+    entry = {part: next(p for p in sorted(folder.glob(f"{part}-*.json"))
+                        if json.loads(p.read_text())["key"].endswith(f"{DOMAINS[0]}.h5") or part != "files")
+             for part in ("revisions", "trees", "files")}
+    reads = {"revisions": lambda: Location.glob(GLOB, options), "trees": lambda: Location.glob(GLOB, options),
+             "files": lambda: Location(member, options).store()}
+    bad = {"revisions": '"../../x"', "trees": '"data/x.h5"', "files": '["e", -1]'}
+    for part, path in entry.items():
+        kept = path.read_text()
+        key = json.loads(kept)["key"]
+        for text in ("{not json", "[]", json.dumps({"key": key + "x", "value": json.loads(kept)["value"]}),
+                     f'{{"key": {json.dumps(key)}, "value": {bad[part]}}}'):
+            path.write_text(text)
+            pin_revisions()
+            with pytest.raises(TrajscaleError) as err:
+                reads[part]()
+            assert str(err.value).startswith(f"{path}: ") and "delete it" in str(err.value), err.value
+            assert "\n" not in str(err.value), err.value
+        path.write_text(kept)
+    pin_revisions()
+    assert len(Location.glob(GLOB, options)) == 3
+
+
+def _written() -> int:
+    """Bytes this process has handed to write(2) so far (Linux's count)."""
+    return int(dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())["wchar"])
+
+
+def test_keeping_a_files_identity_costs_the_same_however_many_are_kept(tmp_path):
+    """Keeping the 400th file's size and ETag writes as many bytes as keeping the 1st (counted by the kernel): a
+    repository of thousands of files costs linear bytes, not quadratic; each is read back offline."""
+    from trajscale.storage.hub import HubPath, record, recorded
+
+    hp, sha = HubPath.of(f"hf://datasets/{REPO}@main/data/x.h5"), "0" * 40
+    options = {"cache_dir": str(tmp_path), "endpoint_url": "http://127.0.0.1:9"}
+    spent = []
+    for batch in range(2):
+        before = _written()
+        for i in range(batch * 200, batch * 200 + 200):
+            record(hp, options, "files", f"{sha}/data/mdcath_dataset_{i:05d}.h5", [f'"etag-{i}"', 10**9 + i])
+        spent.append(_written() - before)
+    assert all(0 < n < 200 * 256 for n in spent) and spent[1] < 1.2 * spent[0], spent
+    for i in range(400):
+        key = f"{sha}/data/mdcath_dataset_{i:05d}.h5"
+        assert recorded(hp, options, "files", key, "the file") == [f'"etag-{i}"', 10**9 + i]
+
+
+@pytest.mark.cli
+def test_two_processes_recording_at_once_lose_nothing(tmp_path):
+    """Two processes keep 300 files' identities each into one record at once (and the same revision, each its
+    own commit): every identity is read back, the revision is one of the two, no temporary is left."""
+    from trajscale.storage.hub import HubPath, recorded
+
+    script = f"""if True:
+        import os, sys, time
+        from trajscale.storage.hub import HubPath, record
+        hp, options = HubPath.of("hf://datasets/{REPO}/x"), {{"cache_dir": sys.argv[1], "endpoint_url": "http://h"}}
+        while not os.path.exists(sys.argv[3]):
+            time.sleep(0.001)
+        for i in range(300):
+            record(hp, options, "files", f"{{'0' * 40}}/{{sys.argv[2]}}/{{i}}.h5", [sys.argv[2], i])
+            record(hp, options, "revisions", "main", sys.argv[2] * 40)
+    """
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "cache"), who, str(go)])
+             for who in "ab"]
+    go.touch()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    hp, options = HubPath.of(f"hf://datasets/{REPO}/x"), {"cache_dir": str(tmp_path / "cache"), "endpoint_url": "http://h"}
+    for who in "ab":
+        for i in range(300):
+            assert recorded(hp, options, "files", f"{'0' * 40}/{who}/{i}.h5", "the file") == [who, i]
+    assert recorded(hp, options, "revisions", "main", "main") in ("a" * 40, "b" * 40)
+    (folder,) = (tmp_path / "cache").iterdir()
+    assert len(list(folder.iterdir())) == 601, sorted(folder.iterdir())[:5]
 
 
 def test_offline_a_packed_store_is_read_from_the_node_local_cache(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ last seen; with ``HF_HUB_OFFLINE=1`` they are read from there, and what it lacks
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import hashlib
 import json
 import logging
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin
 
-from ..errors import ConfigError
-from ..util import fsync_path, temporary_name
+from ..errors import ConfigError, TrajscaleError
+from ..util import atomic_output, remove_stale_temporaries
 from . import process_options
 from .bytestore import LocalFile
 from .objects import HEAD_BYTES, Identity, RemoteObject
@@ -214,58 +214,73 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     return keys
 
 
-def _record(hp: HubPath, options: dict) -> tuple[Path, dict] | None:
-    """The repository's record beside the node-local copies (``cache_dir``), every field checked (it steers what
-    is read); None without a cache."""
+#: Record folders this process has written in, their killed writers' leftovers removed (once: not a listing a write)
+_TIDIED: set[Path] = set()
+_RECORD_LOCK = threading.Lock()   # (one writer of a name at a time in a process: its temporary name is the pid's)
+_CHECKS = {"revisions": lambda v: isinstance(v, str) and bool(_COMMIT.match(v)),
+           "trees": lambda v: isinstance(v, list) and all(isinstance(k, str) for k in v),
+           "files": lambda v: isinstance(v, list) and len(v) == 2 and isinstance(v[0], str | None)
+                              and type(v[1]) is int and v[1] >= 0}
+
+
+def _entry(hp: HubPath, options: dict, part: str, key: str) -> Path | None:
+    """Where the repository's record beside the node-local copies (``cache_dir``) keeps ``part``/``key``: a file
+    of its own, so that keeping one costs the same however many are kept; None without a cache."""
     if not options.get("cache_dir"):
         return None
-    digest = hashlib.sha256(f"{endpoint(options)} {hp.repo_url}".encode()).hexdigest()[:16]
-    path = Path(options["cache_dir"]) / f".hf-{hp.repo.replace('/', '--')}-{digest}.json"
+    repo = hashlib.sha256(f"{endpoint(options)} {hp.repo_url}".encode()).hexdigest()[:16]
+    name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return Path(options["cache_dir"]) / f".hf-{hp.repo.replace('/', '--')}-{repo}" / f"{part}-{name}.json"
+
+
+def _kept(path: Path, part: str, key: str):
+    """What the record file ``path`` keeps for ``part``/``key`` (None: nothing), every field checked (it steers
+    what is read)."""
     try:
         got = json.loads(path.read_bytes())
     except FileNotFoundError:
-        return path, {"revisions": {}, "trees": {}, "files": {}}
+        return None
     except (OSError, ValueError) as exc:
         raise RemoteError(str(path), f"the Hub's record cannot be read ({exc}): delete it") from None
-    revs, trees, files = (got.get(k) if isinstance(got, dict) else None for k in ("revisions", "trees", "files"))
-    if not (isinstance(revs, dict) and isinstance(trees, dict) and isinstance(files, dict)
-            and all(isinstance(v, str) and _COMMIT.match(v) for v in revs.values())
-            and all(isinstance(v, list) and all(isinstance(k, str) for k in v) for v in trees.values())
-            and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str | None) and type(v[1]) is int
-                    and v[1] >= 0 for v in files.values())):
-        raise RemoteError(str(path), "is not a record of a Hub repository (revisions, trees, files): delete it")
-    return path, got
+    if not (isinstance(got, dict) and got.keys() == {"key", "value"} and got["key"] == key
+            and _CHECKS[part](got["value"])):
+        raise RemoteError(str(path), f"is not a record of a Hub repository's {part} ({key}): delete it")
+    return got["value"]
 
 
 def record(hp: HubPath, options: dict, part: str, key: str, value) -> None:
-    """Keep ``value`` under ``part``/``key`` of the repository's record (with ``cache_dir``): under a lock, written
-    whole (temporary name, fsync, rename)."""
+    """Keep ``value`` under ``part``/``key`` of the repository's record (with ``cache_dir``), written whole
+    (:func:`~trajscale.util.atomic_output`); processes recording at once write files of their own."""
+    path = _entry(hp, options, part, key)
+    if path is None:
+        return
+    with contextlib.suppress(RemoteError):   # (a damaged one is written anew)
+        if _kept(path, part, key) == value:   # (as kept: a later run rewrites nothing)
+            return
     try:
-        if options.get("cache_dir"):
-            os.makedirs(options["cache_dir"], exist_ok=True)
-            with open(os.path.join(options["cache_dir"], ".hf-record.lock"), "a+b") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                path, got = _record(hp, options)
-                if got[part].get(key) == value:   # (as kept: a later run rewrites nothing)
-                    return
-                got[part][key] = value
-                (tmp := temporary_name(path)).write_text(json.dumps(got))
-                fsync_path(tmp)
-                os.replace(tmp, path)
-    except (OSError, RemoteError) as exc:   # (only an offline read misses it)
+        with _RECORD_LOCK:
+            if path.parent not in _TIDIED:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                remove_stale_temporaries(path.parent)
+                _TIDIED.add(path.parent)
+            with atomic_output(path, tidy=False) as tmp:
+                tmp.write_text(json.dumps({"key": key, "value": value}))
+    except (OSError, TrajscaleError) as exc:   # (only an offline read misses it)
         log.warning("%s: the Hub's record is not kept (%s)", options["cache_dir"], getattr(exc, "problem", exc))
 
 
 def recorded(hp: HubPath, options: dict, part: str, key: str, what: str):
     """What the repository's record keeps under ``part``/``key``, read offline; else refused, ``what`` named."""
-    kept = _record(hp, options)
-    if kept is None:
+    path = _entry(hp, options, part, key)
+    if path is None:
         raise RemoteError(hp.repo_url, "HF_HUB_OFFLINE is set: the Hub is not asked, and no cache_dir names a "
                                        "node-local cache to read from (give the one kept online, or unset it)")
-    if kept[1][part].get(key) is None:
+    value = _kept(path, part, key)
+    if value is None:
         raise RemoteError(f"{hp.repo_url}@{key}" if part != "files" else hp.at(key.split("/", 1)[0]),
-                          f"the Hub is offline (HF_HUB_OFFLINE) and {what} is not in the cache {kept[0].parent}")
-    return kept[1][part][key]
+                          f"the Hub is offline (HF_HUB_OFFLINE) and {what} is not in the cache "
+                          f"{options['cache_dir']}")
+    return value
 
 
 class HubObject(RemoteObject):
