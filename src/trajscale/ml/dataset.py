@@ -51,15 +51,14 @@ def _as_index(index, n: int) -> np.ndarray:
     return np.where(idx < 0, idx + n, idx)
 
 
-def with_cache_dir(storage_options: dict | None, cache_dir) -> dict | None:
-    """``storage_options`` (None: the process's) naming ``cache_dir``, where the Hub's record is kept beside the
+def with_cache_dir(options: dict | None, cache_dir) -> dict | None:
+    """Storage ``options`` (None: the process's) naming ``cache_dir``, where the Hub's record is kept beside the
     node's copies and read with ``HF_HUB_OFFLINE=1``."""
     if not cache_dir:
-        return storage_options
+        return options
     from ..storage import process_options
 
-    return {**(process_options() if storage_options is None else storage_options),
-            "cache_dir": os.path.abspath(cache_dir)}
+    return {**(process_options() if options is None else options), "cache_dir": os.path.abspath(cache_dir)}
 
 
 class _BatchReads:
