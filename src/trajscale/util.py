@@ -1,4 +1,5 @@
-"""Small helpers at the bottom of the layers: file identity, atomic outputs, stop signals, child processes."""
+"""Small helpers at the bottom of the layers: file identity, atomic outputs, stop signals, child processes, a
+bounded cache."""
 
 from __future__ import annotations
 
@@ -9,14 +10,60 @@ import os
 import re
 import stat
 import sys
+import threading
 import time
 import types
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import InputFileError, OutputError
 
 log = logging.getLogger(__name__)
+
+
+class LRU:
+    """A bounded map, the least recently used entry out first: at most ``count`` entries and, with ``max_bytes``,
+    at most that many bytes (``size`` of each value; the newest is kept whatever its size). Thread-safe."""
+
+    def __init__(self, count: int | None = None, max_bytes: int | None = None, size: Callable = len) -> None:
+        self.count, self.max_bytes, self._size = count, max_bytes, size
+        self._kept: OrderedDict = OrderedDict()
+        self.bytes, self._lock = 0, threading.Lock()
+
+    def __contains__(self, key) -> bool:
+        return key in self._kept
+
+    def peek(self, key, default=None):
+        """The value kept under ``key``, its place unchanged."""
+        return self._kept.get(key, default)
+
+    def get(self, key, default=None):
+        """The value kept under ``key``, now the most recently used."""
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+            return self._kept.get(key, default)
+
+    def put(self, key, value) -> list[tuple]:
+        """Keep ``value`` under ``key``, the most recently used; return the (key, value) pairs it pushed out."""
+        weigh = self._size if self.max_bytes is not None else lambda _: 0
+        with self._lock:
+            if key in self._kept:
+                self.bytes -= weigh(self._kept.pop(key))
+            self._kept[key] = value
+            self.bytes += weigh(value)
+            out = []
+            while len(self._kept) > 1 and (self.count is not None and len(self._kept) > self.count
+                                           or self.max_bytes is not None and self.bytes > self.max_bytes):
+                out.append(self._kept.popitem(last=False))
+                self.bytes -= weigh(out[-1][1])
+            return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self.bytes = 0
 
 
 def file_identity(paths: list[str]) -> tuple:

@@ -81,7 +81,6 @@ def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path,
     HDF5 is not opened, and the φ/ψ are the first run's (which read the files' HDF5). A file rewritten since,
     even to the same size with its modification time set back, is described again, its new coordinates read."""
     import os
-    from collections import OrderedDict
 
     import h5py
     import MDAnalysis as mda
@@ -89,6 +88,7 @@ def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path,
 
     from trajscale.mdcath import atoms, layout
     from trajscale.testing.mdcath import from_universe
+    from trajscale.util import LRU
 
     monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
     u = mda.Universe(PSF, DCD)
@@ -103,8 +103,8 @@ def test_a_file_described_before_is_read_without_hdf5_until_it_changes(tmp_path,
     monkeypatch.setattr(layout.hdf5_of, "__init__", init)
 
     def run():
-        monkeypatch.setattr(atoms, "_BY_FILE", OrderedDict())   # (what this process read: as a new process)
-        monkeypatch.setattr(atoms, "_BY_CONTENT", OrderedDict())
+        monkeypatch.setattr(atoms, "_BY_FILE", LRU(atoms.KEPT))   # (what this process read: as a new process)
+        monkeypatch.setattr(atoms, "_BY_CONTENT", LRU(atoms.KEPT))
         r = ts.run(ts.Ramachandran(select="protein", sincos=True), str(tmp_path / "mdcath_dataset_*.h5"),
                    executor="serial")
         assert not r.refused and len(r) == 4

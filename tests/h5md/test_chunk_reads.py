@@ -183,7 +183,7 @@ def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, 
     else:
         convert(adk_vacuum[0], [adk_vacuum[1]], path, layout=Layout.parse("7", "blosc-lz4"), precision=0.01,
                 encoding="deltas")
-    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)())
+    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)(chunks_module.INDEXES_MAX))
     atoms = np.arange(0, 3341, 7)
     with H5MDSource(path, store=CountingFile(path)) as src:
         store = src.store
@@ -204,7 +204,7 @@ def test_a_local_read_goes_through_the_sources_byte_store(tmp_path, adk_vacuum, 
 def test_addresses_are_looked_up_once_per_file_and_anew_when_it_changes(tmp_path, monkeypatch):
     path = tmp_path / "a.h5"
     values = _dataset_file(path, chunks=(5, N_ATOMS, 3))
-    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)())
+    monkeypatch.setattr(chunks_module, "_INDEXES", type(chunks_module._INDEXES)(chunks_module.INDEXES_MAX))
     plan = plan_atom_reads(None, N_ATOMS)
     out = np.empty((N_FRAMES, N_ATOMS, 3), np.float32)
 

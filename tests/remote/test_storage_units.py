@@ -116,6 +116,7 @@ def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path, monkeyp
 
     from trajscale.storage import fileobj
     from trajscale.storage.fileobj import CachingFile
+    from trajscale.util import LRU
 
     path = str(tmp_path / "f.h5")
     with h5py.File(path, "w") as f:
@@ -128,7 +129,8 @@ def test_hdf5_opens_from_the_metadata_another_file_object_read(tmp_path, monkeyp
     shipped = root.metadata()
     assert root_store.asked and 0 < sum(len(b) for _, b in shipped) < 64 * 1024   # the metadata, not the data
 
-    monkeypatch.setattr(fileobj, "_BLOCKS", fileobj._Blocks())   # (a worker is another process: none of the root's)
+    # (a worker is another process: none of the root's blocks)
+    monkeypatch.setattr(fileobj, "_BLOCKS", LRU(max_bytes=fileobj.CACHE_BYTES))
     worker_store = _CountingFile(path)
     worker = CachingFile(worker_store, block_bytes=4096, known=shipped)
     with h5py.File(worker, "r") as f:

@@ -89,9 +89,8 @@ def test_a_file_whose_atoms_a_process_read_from_another_is_not_read_again(files,
     """A later process (nothing in memory) that read a file's atoms takes a second file's from them, told by
     the digest the first run kept of each file's, without loading the second's text and datasets: the same
     topology object, and its features MDAnalysis's; a file of other atoms is read."""
-    from collections import OrderedDict
-
     from trajscale.mdcath import atoms
+    from trajscale.util import LRU
 
     monkeypatch.setenv("TRAJSCALE_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -103,8 +102,8 @@ def test_a_file_whose_atoms_a_process_read_from_another_is_not_read_again(files,
     monkeypatch.setattr(atoms, "_stored", lambda store, path, prepares: read.append(path) or stored(store, path,
                                                                                                      prepares))
     for _ in range(2):   # a first process (every file read, its digest kept), then a later one
-        monkeypatch.setattr(atoms, "_BY_FILE", OrderedDict())
-        monkeypatch.setattr(atoms, "_BY_CONTENT", OrderedDict())
+        monkeypatch.setattr(atoms, "_BY_FILE", LRU(atoms.KEPT))
+        monkeypatch.setattr(atoms, "_BY_CONTENT", LRU(atoms.KEPT))
         read.clear()
         tops = [own(files[k]) for k in ("adk", "copy", "bare")]
         assert tops[0] is tops[1] and tops[2] is not tops[0]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import OrderedDict
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
@@ -28,7 +27,7 @@ from ..hdf5.runs import plan_atom_reads
 from ..sources.base import FRAME_META_BYTES, OpenRequest, Source, file_head
 from ..storage.bytestore import ByteStore
 from ..storage.location import Location
-from ..util import HDF5_MAGIC
+from ..util import HDF5_MAGIC, LRU
 from .codecs import deltas_of
 from .layout import reader_chunk_cache
 from .schema import H5MDInfo, describe
@@ -68,13 +67,13 @@ class Described:
 
 #: Files described in this process, keyed by the file's identity: repeated runs walk its schema once; a
 #: rewritten file (another inode, size or mtime) is described anew.
-_DESCRIBED: OrderedDict[tuple, Described] = OrderedDict()
 DESCRIBED_MAX = 64
+_DESCRIBED = LRU(DESCRIBED_MAX)
 #: Box, time and step of whole files read in this process, by the same key (a visible share of a short run on
 #: a small selection): files of at most META_MEMO_BYTES of them, the last META_MEMO_FILES (<= 32 MiB in all).
-_FILE_META: OrderedDict[tuple, FrameMeta] = OrderedDict()
 META_MEMO_BYTES = 4 * 1024**2
 META_MEMO_FILES = 8
+_FILE_META = LRU(META_MEMO_FILES)
 
 
 def _described(f, group: str | None, assume_units: str | None, identity: tuple) -> Described:
@@ -82,10 +81,8 @@ def _described(f, group: str | None, assume_units: str | None, identity: tuple) 
     key = (identity, group, assume_units)
     entry = _DESCRIBED.get(key)
     if entry is None:
-        entry = _DESCRIBED[key] = Described(describe(f, group, assume_units), key)
-        while len(_DESCRIBED) > DESCRIBED_MAX:
-            _DESCRIBED.popitem(last=False)
-    _DESCRIBED.move_to_end(key)
+        entry = Described(describe(f, group, assume_units), key)
+        _DESCRIBED.put(key, entry)
     return entry
 
 
@@ -446,7 +443,6 @@ class H5MDSource(Source):
         per block cost as much as megabytes of coordinates. A single frame's are read alone unless kept."""
         key = self._described.key
         if self._meta is None and (kept := _FILE_META.get(key)) is not None:
-            _FILE_META.move_to_end(key)
             self._meta_start, self._meta = 0, kept
         lo = self._meta_start
         if self._meta is not None and lo <= start and stop <= lo + len(self._meta.time):
@@ -455,9 +451,7 @@ class H5MDSource(Source):
             return FrameMeta(*(a[::stride] for a in self._frame_meta_uncached(start, stop)))
         self.preload_frame_meta(0, self.n_frames)
         if self.n_frames * FRAME_META_BYTES <= META_MEMO_BYTES:
-            _FILE_META[key] = self._meta
-            while len(_FILE_META) > META_MEMO_FILES:
-                _FILE_META.popitem(last=False)
+            _FILE_META.put(key, self._meta)
         return self._frame_meta(start, stop, stride)
 
     def preload_frame_meta(self, start: int, stop: int) -> None:

@@ -22,7 +22,6 @@ import itertools
 import logging
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +32,7 @@ from ..block import sorted_unique
 from ..storage.bytestore import ByteStore
 from ..storage.pread import pread_gather
 from ..storage.ranges import MERGE_GAP, prefetch_coalesced, read_coalesced
+from ..util import LRU
 from .blosc import blosc_decompressor
 
 if TYPE_CHECKING:   # (imported where HDF5 itself is used: a read at known offsets needs none of it)
@@ -185,19 +185,16 @@ class ChunkIndex:
 
 
 #: Chunk indexes made in this process, by (the bytes' identity, dataset, frames).
-_INDEXES: OrderedDict[tuple, ChunkIndex | None] = OrderedDict()
 INDEXES_MAX = 64
+_INDEXES = LRU(INDEXES_MAX)
 
 
 def chunk_index(ds: h5py.Dataset, identity: tuple, n_frames: int | None = None) -> ChunkIndex | None:
     """The (lazy, kept) index of ``ds``'s first ``n_frames`` rows; None when not readable at chunk addresses."""
     key = (identity, ds.name, n_frames)   # (the extent too: a file being written shows several)
     if key not in _INDEXES:
-        _INDEXES[key] = ChunkIndex.of(ds, n_frames, lazy=True)
-        while len(_INDEXES) > INDEXES_MAX:
-            _INDEXES.popitem(last=False)
-    _INDEXES.move_to_end(key)
-    return _INDEXES[key]
+        _INDEXES.put(key, ChunkIndex.of(ds, n_frames, lazy=True))
+    return _INDEXES.get(key)
 
 
 class ChunkDecoder:

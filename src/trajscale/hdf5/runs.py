@@ -7,13 +7,12 @@ each run of nearby atoms read alone only what is needed. The reader and ``inspec
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..block import sorted_unique
+from ..util import LRU
 
 #: Atoms between two selected ones read rather than cut (cheaper than one more request per frame).
 MERGE_GAP_ATOMS = 256
@@ -21,8 +20,7 @@ MERGE_GAP_ATOMS = 256
 SPAN_FRACTION = 0.75
 #: Plans kept for the next read of the same atoms (an ensemble's members ask the same), of at most so many atoms.
 KEPT_PLANS, KEPT_ATOMS = 64, 65_536
-_PLANS: OrderedDict = OrderedDict()
-_PLANS_LOCK = threading.Lock()
+_PLANS = LRU(KEPT_PLANS)
 
 
 @dataclass(frozen=True)
@@ -69,19 +67,14 @@ def plan_atom_reads(atoms: np.ndarray | None, n_atoms: int) -> AtomReads:
     if atoms.size > KEPT_ATOMS:
         return _plan(atoms, n_atoms)
     key = (n_atoms, atoms.shape, atoms.tobytes())
-    with _PLANS_LOCK:
-        plan = _PLANS.get(key)
-        if plan is not None:
-            _PLANS.move_to_end(key)
-            return plan
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
     plan = _plan(atoms, n_atoms)
     for a in (plan.runs, plan.index):   # (shared by every read that asks for these atoms)
         if a is not None:
             a.setflags(write=False)
-    with _PLANS_LOCK:
-        _PLANS[key] = plan
-        while len(_PLANS) > KEPT_PLANS:
-            _PLANS.popitem(last=False)
+    _PLANS.put(key, plan)
     return plan
 
 

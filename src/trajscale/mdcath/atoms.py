@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +20,7 @@ from ..block import sorted_unique
 from ..errors import InputFileError
 from ..storage.bytestore import ByteStore
 from ..topology import LabelledTopology, record_columns, residue_starts, wrapped_resids
+from ..util import LRU
 from . import kept
 from .layout import domain_group, hdf5_of, parse_universe, read_text
 
@@ -33,24 +33,22 @@ log = logging.getLogger(__name__)
 _INTEGERS, _TEXTS = ("resid",), ("resname", "chain")
 
 #: Topologies read in this process: by their file's store identity, and by the digest of what they were read from.
-_BY_FILE: OrderedDict = OrderedDict()
-_BY_CONTENT: OrderedDict = OrderedDict()
 KEPT = 32
+_BY_FILE, _BY_CONTENT = LRU(KEPT), LRU(KEPT)
 
 
 def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool = True) -> LabelledTopology:
     """The atoms of the mdCATH file in ``store`` (``n_atoms`` a member), every field checked (else InputFileError)."""
     key = tuple(store.identity)
-    top = _BY_FILE.get(key)
+    top = _BY_FILE.peek(key)
     if top is not None and top.n_atoms == n_atoms:
-        _BY_FILE.move_to_end(key)
-        return top
+        return _BY_FILE.get(key)
     file = kept.file_key(store)
     # an earlier run's digest of this file's atoms: a topology read from another file with the same ones serves
     known = _known_digest(file)
-    top = _BY_CONTENT.get(known + n_atoms.to_bytes(8, "little")) if known is not None else None
+    top = _BY_CONTENT.peek(known + n_atoms.to_bytes(8, "little")) if known is not None else None
     if top is not None:
-        _keep(_BY_FILE, key, top)
+        _BY_FILE.put(key, top)
         return top
     text, raw = _stored(store, path, prepares)
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
@@ -60,12 +58,12 @@ def labelled_topology(store: ByteStore, path: str, n_atoms: int, prepares: bool 
     if known != digest:
         kept.store(file, "digest", {"digest": digest.hex()})
     digest += n_atoms.to_bytes(8, "little")
-    top = _BY_CONTENT.get(digest)
+    top = _BY_CONTENT.peek(digest)
     if top is None:
         top = LabelledTopology(path, atom_labels(text, raw, n_atoms, path),
                                functools.partial(parse_universe, text, path))
-        _keep(_BY_CONTENT, digest, top)
-    _keep(_BY_FILE, key, top)
+        _BY_CONTENT.put(digest, top)
+    _BY_FILE.put(key, top)
     return top
 
 
@@ -100,13 +98,6 @@ def _stored(store: ByteStore, path: str, prepares: bool) -> tuple[str, dict[str,
     # (kept as read, before the checks: a file that fails them fails them again from its entry)
     kept.store(file, "atoms", {"text": text, "raw": {name: kept.encode(v) for name, v in raw.items()}})
     return text, raw
-
-
-def _keep(cache: OrderedDict, key, value) -> None:
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > KEPT:
-        cache.popitem(last=False)
 
 
 def _dataset(group: h5py.Group, name: str, where: str) -> np.ndarray | None:

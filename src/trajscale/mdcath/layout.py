@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections import OrderedDict
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from ..errors import CutShortError, InputFileError
 from ..hdf5.superblock import superblock_end
 from ..storage.bytestore import ByteStore, ReadOnlyFile
 from ..storage.location import Location
-from ..util import HDF5_MAGIC
+from ..util import HDF5_MAGIC, LRU
 
 if TYPE_CHECKING:   # (h5py is imported where a file's HDF5 is read: a described file needs none)
     import h5py
@@ -435,14 +434,11 @@ def universe(location: str | os.PathLike | Location):
 def universe_of(store: ByteStore, path: str, prepares: bool = True):
     """:func:`universe` of the file in ``store``, parsed once per file version (25 members share one topology)."""
     key = tuple(store.identity)
-    if key in _UNIVERSES:
-        _UNIVERSES.move_to_end(key)
-        return _UNIVERSES[key]
-    with hdf5_of(store, prepares) as f:
-        text = read_text(f, path)
-    u = _UNIVERSES[key] = parse_universe(text, path)
-    while len(_UNIVERSES) > UNIVERSES_KEPT:
-        _UNIVERSES.popitem(last=False)
+    u = _UNIVERSES.get(key)
+    if u is None:
+        with hdf5_of(store, prepares) as f:
+            u = parse_universe(read_text(f, path), path)
+        _UNIVERSES.put(key, u)
     return u
 
 
@@ -465,8 +461,8 @@ def parse_universe(text: str, path: str):
 
 
 #: Topologies parsed in this process, by their file's store identity: the last few.
-_UNIVERSES: OrderedDict = OrderedDict()
 UNIVERSES_KEPT = 8
+_UNIVERSES = LRU(UNIVERSES_KEPT)
 
 
 __all__ = ["FRAME_PS", "HEAD", "KCAL_TO_KJ", "MEMBER_SEP", "FieldAt", "Domain", "MemberLayout", "check_offsets",

@@ -19,9 +19,9 @@ import base64
 import bisect
 import itertools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
+from ..util import LRU
 from .bytestore import ReadOnlyFile
 from .objects import HEAD_BYTES, RemoteObject
 
@@ -41,28 +41,8 @@ def _decoded(data) -> bytes:
     return base64.b64decode(data) if isinstance(data, str) else bytes(data)
 
 
-class _Blocks:
-    """Blocks by (object, block size, index): at most :data:`CACHE_BYTES`, the least recently used out first."""
-
-    def __init__(self) -> None:
-        self._kept: OrderedDict[tuple, bytes] = OrderedDict()
-        self._bytes, self._lock = 0, threading.Lock()
-
-    def get(self, key: tuple) -> bytes | None:
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-            return self._kept.get(key)
-
-    def put(self, key: tuple, data: bytes) -> None:
-        with self._lock:
-            self._bytes += len(data) - len(self._kept.pop(key, b""))
-            self._kept[key] = data
-            while self._bytes > CACHE_BYTES and len(self._kept) > 1:
-                self._bytes -= len(self._kept.popitem(last=False)[1])
-
-
-_BLOCKS = _Blocks()
+#: Blocks by (object, block size, index), every file object's together.
+_BLOCKS = LRU(max_bytes=CACHE_BYTES)
 #: A file object over bytes whose replacement might go unseen keeps its blocks under a name of its own.
 _PRIVATE = itertools.count()
 
@@ -92,10 +72,8 @@ class CachingFile(ReadOnlyFile):
         self.cached: list | None = None
         #: ranges fetched ahead, on their way (sorted); those come, by start: (stop, bytes), in LRU order
         self._ahead: list[tuple[int, int]] = []
-        self._pieces: OrderedDict[int, tuple[int, bytes]] = OrderedDict()
+        self._pieces = LRU(max_bytes=max(self.block, CACHE_BYTES // 4), size=lambda piece: len(piece[1]))
         self._piece_starts: list[int] = []
-        self._piece_bytes = 0
-        self._max_piece_bytes = max(self.block, CACHE_BYTES // 4)
         #: the format's look at each read fetched (not known): what it tells to fetch ahead
         self.on_read = on_read
 
@@ -189,9 +167,9 @@ class CachingFile(ReadOnlyFile):
         with self._lock:
             i = bisect.bisect_right(self._piece_starts, start)
             for a in self._piece_starts[max(0, i - 2):i]:   # (the pieces starting nearest before it)
-                b, data = self._pieces[a]
+                b, data = self._pieces.peek(a)
                 if stop <= b:
-                    self._pieces.move_to_end(a)
+                    self._pieces.get(a)
                     return data[start - a:stop - a]
         return None
 
@@ -211,14 +189,8 @@ class CachingFile(ReadOnlyFile):
         with self._lock:
             if got[0] not in self._pieces:
                 bisect.insort(self._piece_starts, got[0])
-            else:
-                self._piece_bytes -= len(self._pieces[got[0]][1])
-            self._pieces[got[0]] = (got[1], data)
-            self._piece_bytes += len(data)
-            while self._piece_bytes > self._max_piece_bytes and len(self._pieces) > 1:
-                a, (_, old) = self._pieces.popitem(last=False)
+            for a, _ in self._pieces.put(got[0], (got[1], data)):
                 self._piece_starts.remove(a)
-                self._piece_bytes -= len(old)
         return data[start - got[0]:stop - got[0]]
 
     def fetch_ahead(self, ranges: list[tuple[int, int]]) -> None:

@@ -12,10 +12,11 @@ import functools
 import importlib.util
 import os
 import re
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+
+from ..util import LRU
 
 #: The PDB's fixed columns MDAnalysis's PDB parser reads (0-based, end excluded, of the stripped line).
 FIELDS = {"name": (12, 16), "altloc": (16, 17), "resname": (17, 21), "chainid": (21, 22), "resid": (22, 26),
@@ -172,8 +173,7 @@ def file_labels(path: str) -> dict[str, np.ndarray] | None:
             st = os.fstat(fh.fileno())
             key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if key in _READ:   # (the selections' and the labels' caches of one new file both ask)
-                _READ.move_to_end(key)
-                return _READ[key]
+                return _READ.get(key)
             data = fh.read()
     except OSError:
         return None   # MDAnalysis names the problem
@@ -182,15 +182,12 @@ def file_labels(path: str) -> dict[str, np.ndarray] | None:
     else:   # (MDAnalysis reads text with universal newlines: "\r\n" and "\r" end a line as "\n" does)
         text = data.decode("ascii").replace("\r\n", "\n").replace("\r", "\n")
         labels = labels_of_text(text) if ext in PDB_EXTENSIONS else gro_labels_of_text(text)
-    _READ[key] = labels
-    while len(_READ) > _KEPT:
-        _READ.popitem(last=False)
+    _READ.put(key, labels)
     return labels
 
 
 #: The files read last in this process, by their identity (their labels are shared: callers never change them).
-_READ: OrderedDict = OrderedDict()
-_KEPT = 4
+_READ = LRU(4)
 
 
 def guessed_masses(labels: dict[str, np.ndarray]) -> np.ndarray | None:
