@@ -473,7 +473,7 @@ def _written() -> int:
 
 
 def test_keeping_a_files_identity_costs_the_same_however_many_are_kept(tmp_path):
-    """Keeping the 400th file's size and ETag writes as many bytes as keeping the 1st (counted by the kernel): a
+    """Keeping the 200th file's size and ETag writes as many bytes as keeping the 1st (counted by the kernel): a
     repository of thousands of files costs linear bytes, not quadratic; each is read back offline."""
     from trajscale.storage.hub import HubPath, record, recorded
 
@@ -482,18 +482,18 @@ def test_keeping_a_files_identity_costs_the_same_however_many_are_kept(tmp_path)
     spent = []
     for batch in range(2):
         before = _written()
-        for i in range(batch * 200, batch * 200 + 200):
+        for i in range(batch * 100, batch * 100 + 100):
             record(hp, options, "files", f"{sha}/data/mdcath_dataset_{i:05d}.h5", [f'"etag-{i}"', 10**9 + i])
         spent.append(_written() - before)
-    assert all(0 < n < 200 * 256 for n in spent) and spent[1] < 1.2 * spent[0], spent
-    for i in range(400):
+    assert all(0 < n < 100 * 256 for n in spent) and spent[1] < 1.2 * spent[0], spent
+    for i in range(200):
         key = f"{sha}/data/mdcath_dataset_{i:05d}.h5"
         assert recorded(hp, options, "files", key, "the file") == [f'"etag-{i}"', 10**9 + i]
 
 
 @pytest.mark.cli
 def test_two_processes_recording_at_once_lose_nothing(tmp_path):
-    """Two processes keep 300 files' identities each into one record at once (and the same revision, each its
+    """Two processes keep 150 files' identities each into one record at once (and the same revision, each its
     own commit): every identity is read back, the revision is one of the two, no temporary is left."""
     from trajscale.storage.hub import HubPath, recorded
 
@@ -503,7 +503,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
         hp, options = HubPath.of("hf://datasets/{REPO}/x"), {{"cache_dir": sys.argv[1], "endpoint_url": "http://h"}}
         while not os.path.exists(sys.argv[3]):
             time.sleep(0.001)
-        for i in range(300):
+        for i in range(150):
             record(hp, options, "files", f"{{'0' * 40}}/{{sys.argv[2]}}/{{i}}.h5", [sys.argv[2], i])
             record(hp, options, "revisions", "main", sys.argv[2] * 40)
     """
@@ -514,11 +514,11 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     hp, options = HubPath.of(f"hf://datasets/{REPO}/x"), {"cache_dir": str(tmp_path / "cache"), "endpoint_url": "http://h"}
     for who in "ab":
-        for i in range(300):
+        for i in range(150):
             assert recorded(hp, options, "files", f"{'0' * 40}/{who}/{i}.h5", "the file") == [who, i]
     assert recorded(hp, options, "revisions", "main", "main") in ("a" * 40, "b" * 40)
     (folder,) = (tmp_path / "cache").iterdir()
-    assert len(list(folder.iterdir())) == 601, sorted(folder.iterdir())[:5]
+    assert len(list(folder.iterdir())) == 301, sorted(folder.iterdir())[:5]
 
 
 def test_offline_a_packed_store_is_read_from_the_node_local_cache(tmp_path, monkeypatch):
