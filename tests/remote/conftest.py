@@ -110,7 +110,7 @@ def s3_env(s3_server, monkeypatch):
         monkeypatch.setenv(k, v)
     from trajscale.storage import objects
 
-    objects._heads.forget()   # a replaced object is fetched anew
+    objects.forget_heads()   # a replaced object is fetched anew
     return s3_server
 
 

@@ -108,7 +108,7 @@ def test_a_replaced_object_gets_a_new_entry_and_old_datasets_are_refused(packed_
         old[0]
     from trajscale.storage import objects
 
-    objects._heads.forget()   # the process keeps an object's first bytes a few seconds: a new look
+    objects.forget_heads()   # the process keeps an object's first bytes a few seconds: a new look
     new = H5Dataset(url, cache_dir=cache_dir, storage_options=options)
     assert len(new) == 5
 

@@ -51,7 +51,7 @@ def test_xarrays_open_dataset_reads_a_url_with_storage_options(s3_server, adk_st
             monkeypatch.delenv(k)
     from trajscale.storage import objects
 
-    objects._heads.forget()
+    objects.forget_heads()
     for store in ("plain", "gzip"):
         local, url, _ = adk_stores[store]
         with h5py.File(local) as f:   # h5py on the local copy: the reference

@@ -14,11 +14,10 @@ import os
 import re
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import ConfigError, InputFileError, ServerUnreachable
-from ..util import scheme_of
+from ..util import LRU, scheme_of
 from . import endpoint_of, process_options
 from .bytestore import ByteStore, Validator
 from .clients import split_url, trusted_bundle
@@ -134,7 +133,7 @@ class RemoteObject(ByteStore):
         if round_trip is not None and 0 < round_trip < 3600:
             obj._slots.saw_round_trip(float(round_trip))
         if identity is None:
-            obj._identity, obj.head = _heads.get(obj)
+            obj._identity, obj.head = _head(obj)
         return obj
 
     @property
@@ -465,43 +464,29 @@ class RemoteObject(ByteStore):
         return Identity(etag, total, version), data
 
 
-class _Heads:
-    """Objects' first bytes and identities, kept :data:`HEAD_TTL` seconds per URL and options."""
-
-    def __init__(self) -> None:
-        self._kept: OrderedDict[tuple, tuple[float, Identity, bytes, float | None]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, obj: RemoteObject) -> tuple[Identity, bytes]:
-        from .clients import _freeze
-
-        key = (obj.url, _freeze(obj.options), os.getpid())
-        now = time.monotonic()
-        with self._lock:
-            kept = self._kept.get(key)
-        if kept is not None and now - kept[0] < HEAD_TTL:
-            # the head request's round trip comes with its bytes: later requests in flight start from it
-            if kept[3] is not None:
-                obj._slots.saw_round_trip(kept[3])
-            return kept[1], kept[2]
-        ident, head = obj.fetch_head()
-        with self._lock:
-            self._kept[key] = (now, ident, head, obj.round_trip)
-            while len(self._kept) > 16:
-                self._kept.popitem(last=False)
-        return ident, head
-
-    def forget(self) -> None:
-        with self._lock:
-            self._kept.clear()
+#: Objects' first bytes and identities (with when they came and the round trip), by URL and options: the last 16.
+_HEADS = LRU(16)
 
 
-_heads = _Heads()
+def _head(obj: RemoteObject) -> tuple[Identity, bytes]:
+    """``obj``'s identity and first bytes: kept :data:`HEAD_TTL` seconds, else fetched."""
+    from .clients import _freeze
+
+    key, now = (obj.url, _freeze(obj.options), os.getpid()), time.monotonic()
+    kept = _HEADS.peek(key)
+    if kept is not None and now - kept[0] < HEAD_TTL:
+        # the head request's round trip comes with its bytes: later requests in flight start from it
+        if kept[3] is not None:
+            obj._slots.saw_round_trip(kept[3])
+        return kept[1], kept[2]
+    ident, head = obj.fetch_head()
+    _HEADS.put(key, (now, ident, head, obj.round_trip))
+    return ident, head
 
 
 def forget_heads() -> None:
     """Forget the first bytes and identities this process keeps: the next open of a URL asks its server again."""
-    _heads.forget()
+    _HEADS.clear()
 
 
 __all__ = ["AHEAD_BATCHES", "HEAD_BYTES", "HEAD_TTL", "RETRY_SECONDS", "TIMEOUT", "FetchStats", "Identity",
