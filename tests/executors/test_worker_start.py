@@ -95,3 +95,35 @@ def test_workers_start_holding_what_the_jobs_tasks_import(method, parts, tmp_pat
     assert len(starts) == 2
     for s in starts:
         assert "numpy" in s["heavy_modules"] and "MDAnalysis" not in s["heavy_modules"], s
+
+
+KERNELS_DRIVER = r"""
+import json, sys
+from trajscale.executors.processes import ProcessExecutor
+KERNELS = "sorted(m for m in __import__('sys').modules if m.startswith('trajscale.kernels.'))"
+if __name__ == "__main__":
+    ex = ProcessExecutor(2, start_method=sys.argv[1])
+    try:
+        ex.start()
+        ex.worker_starts()   # (every warm-up done)
+        got = [ex._get_pool().submit(eval, KERNELS).result() for _ in range(4)]   # (a builtin: __main__ is hidden)
+    finally:
+        ex.close()
+    print(json.dumps({"parent": eval(KERNELS), "workers": got}))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_forked_workers_load_only_the_kernels_their_parent_holds(method, tmp_path):
+    """A forked worker's warm-up loads no kernel its parent's analyses did not (the superposition kernels
+    are RMSD's and fitting's: 3 ms of a φ/ψ run's worker); a forkserver's worker loads them before its
+    first task, as the parent cannot have for it."""
+    script = tmp_path / "pool_kernels.py"
+    script.write_text(KERNELS_DRIVER)
+    proc = subprocess.run([sys.executable, str(script), method], check=False, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "trajscale.kernels.superpose" not in got["parent"]
+    for loaded in got["workers"]:
+        assert ("trajscale.kernels.superpose" in loaded) == (method == "forkserver"), got

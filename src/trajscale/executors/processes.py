@@ -81,7 +81,7 @@ class ProcessExecutor(Executor):
                               preload=(*FORKSERVER_PRELOAD, *self._modules)) as (pool, self.start_method):
                 self._pool = pool
                 # One warm-up task per worker starts them all now (fork: at the first submit).
-                self._warm = [pool.submit(warm_up) for _ in range(self.n_workers)]
+                self._warm = [pool.submit(warm_up, self.start_method == "fork") for _ in range(self.n_workers)]
             log.debug("started %d worker processes (%s)", self.n_workers, self.start_method)
         return self._pool
 

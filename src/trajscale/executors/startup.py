@@ -111,8 +111,9 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
             importlib.import_module(name)
 
 
-def warm_up() -> int:
-    """A new worker's first task: load the compiled kernels now, not inside a timed task; returns its pid."""
-    from ..kernels import superpose  # noqa: F401
-
+def warm_up(forked: bool = False) -> int:
+    """A new worker's first task: load the compiled kernels now, not inside a timed task (a forked worker holds
+    those its parent's analyses imported, and no other); returns its pid."""
+    if not forked:
+        from ..kernels import superpose  # noqa: F401
     return os.getpid()
