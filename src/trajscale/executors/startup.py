@@ -112,8 +112,7 @@ def task_imports(modules: tuple[str, ...] = ()) -> None:
 
 
 def warm_up(forked: bool = False) -> int:
-    """A new worker's first task: load the compiled kernels now, not inside a timed task (a forked worker holds
-    those its parent's analyses imported, and no other); returns its pid."""
+    """A new worker's first task: the compiled kernels loaded now, not in a timed task (forked: its parent's)."""
     if not forked:
         from ..kernels import superpose  # noqa: F401
     return os.getpid()
