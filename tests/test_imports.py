@@ -278,8 +278,9 @@ def test_a_features_run_imports_no_kernel_it_does_not_use(tmp_path):
 def test_an_xtc_ensemble_run_imports_no_hdf5_nor_what_it_does_not_use(tmp_path):
     """``ts.run`` over a catalog of XTC members, serial, run again as a user repeats it (the topology cached):
     neither h5py nor H5MD's reader (the NetCDF output's and the HDF5 formats'), nor the padded dataset's
-    module, a thread pool to prepare rounds ahead, or the standard library's file-tree and UUID modules
-    (together a quarter of a short features run's start)."""
+    module, a thread pool to prepare rounds ahead, the standard library's file-tree and UUID modules
+    (together a quarter of a short features run's start), nor, for a topology at hand, the node cache of
+    objects' copies with the object stores' clients and retries behind it."""
     from MDAnalysisTests.datafiles import GRO, XTC
 
     catalog = tmp_path / "members.csv"
@@ -289,7 +290,8 @@ def test_an_xtc_ensemble_run_imports_no_hdf5_nor_what_it_does_not_use(tmp_path):
             "import trajscale as ts\n"
             f"r = ts.run(ts.Ramachandran(sincos=True), {str(catalog)!r}, executor='serial', round_size=2)\n"
             "names = ('h5py', 'trajscale.h5md.source', 'trajscale.hdf5', 'trajscale.ensemble.padded', 'shutil', "
-            "'uuid', 'concurrent.futures.thread')\n"
+            "'uuid', 'concurrent.futures.thread', 'trajscale.storage.nodecache', 'trajscale.storage.objects', "
+            "'trajscale.storage.clients', 'trajscale.storage.retry')\n"
             "print(json.dumps({'shapes': [a.shape for a in r.arrays()], "
             "'loaded': sorted(m for m in sys.modules if m.startswith(names))}))")
     _fresh(code)   # (the first run parses the topology: MDAnalysis imports what it imports)

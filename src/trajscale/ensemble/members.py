@@ -15,7 +15,6 @@ from ..planning import AnalysisTopology
 from ..runspec import RunOptions
 from ..sources import Source, open_source, source_from_config
 from ..storage.location import Location
-from ..storage.nodecache import at_hand
 from .analysis import for_member, prepare_each
 from .catalog import Member
 
@@ -51,8 +50,12 @@ class SharedTopologies:
         if topology is not None:   # (an object's: the node's copy, fetched once, read with the run's options)
             held = self._at_hand.get(topology)
             if held is None:
-                held = self._at_hand[topology] = at_hand(Location(topology, self._options))
-            topology = held.path
+                held = self._at_hand[topology] = Location(topology, self._options)
+                if held.costs_request:
+                    from ..storage.nodecache import at_hand
+
+                    held = self._at_hand[topology] = at_hand(held)
+            topology = held.where if isinstance(held, Location) else held.path
         own = source.own_universe() if topology is None else None
         if own is not None:   # a Source that carries its own topology (an mdCATH member's PDB text, ...)
             return prepare_each(analysis, AnalysisTopology(own, source).atoms, source)
