@@ -28,7 +28,7 @@ class FrameRange:
         return self.stop - self.start
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Block:
     """Frames ``start:stop:stride`` of a trajectory, for the selected atoms.
 

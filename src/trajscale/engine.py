@@ -58,7 +58,7 @@ if TYPE_CHECKING:   # (records of some runs only: imported where one is made)
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Round:
     """What the root hands every process for one round: the job, the new frames, their tasks, and any ``ending``."""
 
@@ -158,7 +158,7 @@ def frame_range(start: int | None, stop: int | None, n_frames: int, where: str) 
     return picked.start, picked.stop
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Preparation:
     """An analysis prepared on an opened Source (:func:`prepare_analysis`), with what a frame of it costs:
     ``frame_bytes`` in the reader's buffers, ``held_bytes`` in the analysis's own copies, its declared

@@ -162,7 +162,7 @@ def _with_validator(source: Source) -> LayoutFacts:
     return dataclasses.replace(facts, validator=v.says, validator_complete=v.complete)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class JobFacts:
     """What preparing a job found: the frames it analyses, what a frame costs to read, the file's layout.
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .options import Command
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Prepared:
     """What ``prepare`` hands to every worker: plain values only.
 

@@ -23,7 +23,7 @@ from .base import Analysis, FrameCost, FrameRows, Prepared, analysis_from_config
 PASS_BLOCK_BYTES = 32 * 2**20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GroupState:
     """What every worker holds of a group's preparation: each analysis's own, and the positions of its atoms
     within the union block (None: the union itself, mapped with no copy)."""

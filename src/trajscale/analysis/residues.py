@@ -19,7 +19,7 @@ from ..block import sorted_unique
 _DERIVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AtomTable:
     """One value per atom of a topology: ``name``, ``resname``, ``segid`` (str), ``resid``, ``resindex``
     (int64, MDAnalysis's residue index)."""

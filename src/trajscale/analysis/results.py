@@ -68,7 +68,7 @@ def _write_as(tmp, ext: str, table, arrays, attrs, npy, pdb) -> None:
         pdb(tmp)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TimeSeries:
     """A per-frame result: ``frames``, ``times`` and one named array with a row per frame.
 
@@ -110,7 +110,7 @@ class TimeSeries:
                 arrays={"frames": self.frames, "times": self.times, self.name: self.values}, npy=self.table())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FeatureLabels:
     """What each feature of a :class:`Features` result is, one entry per feature, in the order of its
     ``array()``'s columns.
@@ -156,7 +156,7 @@ class FeatureLabels:
                    np.asarray(chain, dtype=str), bool(pair))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Features(TimeSeries):
     """A per-frame result whose values are labelled features: ``r.<name>`` the values as the analysis shapes
     them (``(F, R, 2)`` φ/ψ, ...), :meth:`array` the same as ``(F, features)`` float64 (deeptime's input),

@@ -23,7 +23,7 @@ from ..analysis.group import AnalysisGroup
 from ..errors import ConfigError, ServerUnreachable, TrajscaleError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SomeRefused:
     """A member's preparation when some of the run's analyses refused it."""
 
@@ -97,7 +97,7 @@ def _refusals(group: AnalysisGroup, universe, source) -> dict[int, str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EnsembleState:
     """What every worker holds of an ensemble job's preparation: each member's own, by member index."""
 

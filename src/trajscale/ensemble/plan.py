@@ -26,7 +26,7 @@ ROUND_MEMBERS_PER_WORKER = 64
 ROUND_BYTES_PER_WORKER = 4 * 1024**3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Work:
     """One member's place on the axis and what a frame of it costs (seconds)."""
 
@@ -94,7 +94,7 @@ def plan_round(works: Sequence[Work], n_tasks: int) -> list[FrameRange]:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class RoundFacts(JobFacts):
     """A round's frames (its members' positions on the ensemble's axis) and their work, planned by
     :func:`plan_round` instead of by frames alone."""

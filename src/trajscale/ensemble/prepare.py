@@ -60,7 +60,7 @@ class RefusedResult:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MemberJob:
     """A prepared member, on the root: how workers read it, its preparation, and what a frame costs."""
 

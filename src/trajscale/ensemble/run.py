@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 EXIT_SOME_REFUSED = 8
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class EnsembleOptions:
     """How an ensemble run keeps its results and treats its trajectories' failures.
 

@@ -340,7 +340,7 @@ def saved_names(path: str | os.PathLike) -> list[str]:
     return [n for p, ix in indexes if p.name not in replaced for n in ix["names"]]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class MemberRecord:
     """One finished trajectory: each analysis's result, what it cost, and the partials kept for aggregates."""
 

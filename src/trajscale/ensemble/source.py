@@ -31,7 +31,7 @@ from .opened import MAX_OPEN, close_member_sources, member_sources
 from .traits import ENSEMBLE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MemberRead:
     """How a worker reads one member: its analysed frames occupy ``[offset, offset + n)`` of the ensemble's
     axis and are frames ``start, start + step, ...`` of its own trajectory.  A member the worker prepares
@@ -71,7 +71,7 @@ class MemberRead:
         return repr(sorted((k, repr(v)) for k, v in (self.spec or self.source).items()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Piece:
     """One member's frames of an ensemble block: its ``block`` (frames numbered as in its own trajectory),
     or why it could not be read (``error``), with what reading it cost; a member prepared by the worker
@@ -90,7 +90,7 @@ class Piece:
     frame_work_s: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EnsembleBlock:
     """Axis positions ``[start, stop)`` of an ensemble: the pieces of the members they cover, in order.
 

@@ -20,7 +20,7 @@ LOG2_FIRST = -14
 BINS = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MemberStats:
     """What one finished trajectory cost: frames, bytes, seconds opening, reading, mapping and preparing it."""
 
@@ -95,7 +95,7 @@ def histogram_edges() -> list[float]:
     return [2.0 ** (LOG2_FIRST + k) for k in range(BINS - 1)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EnsembleFacts:
     """An ensemble run by trajectory: counts, the finished ones' costs, the root's seconds preparing."""
 

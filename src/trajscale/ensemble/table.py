@@ -19,7 +19,7 @@ BATCH_ROWS = 1 << 16
 BATCH_TRAJECTORIES = 2_048
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Coded:
     """A column of few distinct texts: ``values`` once, and each row's place in them (``codes``; -1: none)."""
 

@@ -31,7 +31,7 @@ from ..util import file_identity, raise_if_stopped, slow_phase_for_tests, stop_r
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Job:
     """Everything a worker needs, as plain values: travels by pickle or MPI broadcast.
 
@@ -381,7 +381,7 @@ def _fetched(before: dict | None, after: dict | None) -> dict:
             "retries": int(d["retries"])}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TaskResults:
     """What :meth:`Executor.map_tasks` brings home to the root: the tasks' partials and timings together.
 

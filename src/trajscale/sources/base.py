@@ -43,7 +43,7 @@ def file_head(path: str, n: int, store=None) -> bytes:
         return b""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OpenRequest:
     """What a caller asks of the Source the format registry opens for one file.
 
