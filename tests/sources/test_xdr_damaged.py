@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import warnings
@@ -198,3 +199,24 @@ def test_a_damaged_part_before_another_is_refused_not_joined_across_its_hole(tmp
             plan_join([first, second])
     with XDRSource(str(later)) as first, XDRSource(str(path)) as last:   # damaged last: salvaged
         assert plan_join([first, last]).n_frames == 10 + kept
+
+
+def test_a_frames_box_is_read_from_its_header_alone(tmp_path):
+    """What a run that needs a box checks before its first block: each XTC frame's box from the frame's header,
+    MDAnalysis's box to the bit, and read with none of the frame's coordinates (a frame whose coordinates are
+    damaged still gives its box; reading the frame refuses it)."""
+    import MDAnalysis as mda
+
+    src = XDRSource(D.XTC)
+    u = mda.Universe(D.GRO, D.XTC)
+    for i, ts in enumerate(u.trajectory):
+        assert src.frame_box(i).tobytes() == np.float32(ts.dimensions)[None].tobytes()
+    data = bytearray(Path(D.XTC).read_bytes())
+    data[56:60] = struct.pack(">f", -1.0)   # frame 0's precision, the first field after its box and atom count
+    bad = tmp_path / "coordinates.xtc"
+    bad.write_bytes(bytes(data))
+    # (opened as a worker opens it, with the offsets of the file's scan: the decoder meets the damage)
+    src = XDRSource(str(bad), offsets=XDRSource(D.XTC).get_config()["offsets"], n_atoms=src.n_atoms)
+    assert src.frame_box(0).tobytes() == np.float32(u.trajectory[0].dimensions)[None].tobytes()
+    with pytest.raises(InputFileError, match="precision"):
+        src.read(0, 1, np.zeros(1, np.intp))

@@ -204,12 +204,13 @@ def _atoms_of(block: Block, view: np.ndarray) -> Block:
 
 
 def _check_first_box(source, boxed: list[Analysis]) -> None:
-    """The first frame's box, checked for each analysis that needs one (the error names it)."""
+    """The first frame's box (no coordinates decoded where its format stores it apart), checked for each analysis
+    that needs one (the error names it)."""
     if not source.n_frames:
         return
-    first = source.read(0, 1, np.zeros(1, np.intp), ("position",))
+    box = source.frame_box(0)
     for a in boxed:
-        check_boxes(first.box, first.frames, str(source.path or ""), a.name)
+        check_boxes(box, np.zeros(1, np.intp), str(source.path or ""), a.name)
 
 
 __all__ = ["AnalysisGroup", "GroupPartial", "GroupState"]

@@ -291,6 +291,10 @@ class Source(ABC):
         b = self.read(frame, frame + 1, np.array([0]))
         return int(b.step[0]), float(b.time[0])
 
+    def frame_box(self, frame: int) -> np.ndarray:
+        """One frame's box, (1, 6) as its Block holds it (a run that needs a box checks its first)."""
+        return self.read(frame, frame + 1, np.zeros(1, np.intp)).box
+
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
         """Bytes one frame costs in the arrays ``read`` allocates (what sizes blocks and tasks)."""
