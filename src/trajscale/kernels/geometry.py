@@ -80,9 +80,10 @@ def _distances(a: np.ndarray, b: np.ndarray, dims: np.ndarray | None, pairs: boo
     shape = a.shape[:2] if pairs else (a.shape[0], a.shape[1], b.shape[1])
     out = np.empty(shape)
     dims = np.zeros((a.shape[0], 6)) if dims is None else np.asarray(dims, np.float64).reshape(-1, 6)
-    vec = triclinic_vectors(dims)
-    boxed = vec[:, 0, 0] > 0
-    ortho = boxed & (dims[:, 3:] == 90.0).all(axis=1)
+    right = (dims[:, 3:] == 90.0).all(axis=1)
+    vec = None if right.all() else triclinic_vectors(dims)   # (right angles: positive edges, the last finite)
+    boxed = ((dims[:, :3] > 0).all(axis=1) & (dims[:, 2] < np.inf)) if vec is None else vec[:, 0, 0] > 0
+    ortho = boxed & right
     tric = boxed & ~ortho
 
     def diff(sel):
