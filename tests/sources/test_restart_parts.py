@@ -151,7 +151,8 @@ def test_xtc_step_and_time_read_from_frame_headers_equal_mdanalysis():
 
     u = mda.Universe(D.GRO, D.XTC)
     with XDRSource(D.XTC) as src:
-        assert [src.step_time(i) for i in range(src.n_frames)] == [(t.data["step"], t.time) for t in u.trajectory]
+        got = [src.frame_header(i)[:2] for i in range(src.n_frames)]
+    assert got == [(t.data["step"], t.time) for t in u.trajectory]
 
 
 def test_a_part_whose_step_counter_alone_restarts_is_said_so(tmp_path):

@@ -210,13 +210,13 @@ def test_a_frames_box_is_read_from_its_header_alone(tmp_path):
     src = XDRSource(D.XTC)
     u = mda.Universe(D.GRO, D.XTC)
     for i, ts in enumerate(u.trajectory):
-        assert src.frame_box(i).tobytes() == np.float32(ts.dimensions)[None].tobytes()
+        assert src.frame_header(i)[2].tobytes() == np.float32(ts.dimensions)[None].tobytes()
     data = bytearray(Path(D.XTC).read_bytes())
     data[56:60] = struct.pack(">f", -1.0)   # frame 0's precision, the first field after its box and atom count
     bad = tmp_path / "coordinates.xtc"
     bad.write_bytes(bytes(data))
     # (opened as a worker opens it, with the offsets of the file's scan: the decoder meets the damage)
     src = XDRSource(str(bad), offsets=XDRSource(D.XTC).get_config()["offsets"], n_atoms=src.n_atoms)
-    assert src.frame_box(0).tobytes() == np.float32(u.trajectory[0].dimensions)[None].tobytes()
+    assert src.frame_header(0)[2].tobytes() == np.float32(u.trajectory[0].dimensions)[None].tobytes()
     with pytest.raises(InputFileError, match="precision"):
         src.read(0, 1, np.zeros(1, np.intp))

@@ -204,11 +204,10 @@ def _atoms_of(block: Block, view: np.ndarray) -> Block:
 
 
 def _check_first_box(source, boxed: list[Analysis]) -> None:
-    """The first frame's box (no coordinates decoded where its format stores it apart), checked for each analysis
-    that needs one (the error names it)."""
+    """The first frame's box (its header's where it has one), checked for each analysis that needs one."""
     if not source.n_frames:
         return
-    box = source.frame_box(0)
+    box = source.frame_header(0)[2]
     for a in boxed:
         check_boxes(box, np.zeros(1, np.intp), str(source.path or ""), a.name)
 

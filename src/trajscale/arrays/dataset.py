@@ -165,7 +165,7 @@ def _dt_decimals(source) -> int:
     if source.n_frames < 2:
         return 0
     try:
-        dt = abs(source.step_time(1)[1] - source.step_time(0)[1])
+        dt = abs(source.frame_header(1)[1] - source.frame_header(0)[1])
     except (TrajscaleError, OSError, ValueError):   # unknown here: float32's noise alone sets the rounding
         return 0
     for d in range(16):
@@ -180,7 +180,7 @@ def _steps_past_int32(source) -> bool:
         return False
     info = np.iinfo(np.int32)
     try:
-        steps = (source.step_time(0)[0], source.step_time(source.n_frames - 1)[0])
+        steps = (source.frame_header(0)[0], source.frame_header(source.n_frames - 1)[0])
     except (TrajscaleError, OSError, ValueError):   # a step unknown here is read with the frames, as int64
         log.debug("%s: first and last steps not known at open", source.path, exc_info=True)
         return False

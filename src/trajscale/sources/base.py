@@ -12,7 +12,7 @@ from operator import attrgetter
 import numpy as np
 
 from ..block import FIELD_ATTRS, Block
-from ..errors import InputFileError
+from ..errors import FrameRangeError, InputFileError
 from ..facts import LayoutFacts
 from ..formats import FormatTraits
 from ..storage.location import Location
@@ -286,14 +286,10 @@ class Source(ABC):
         """Every atom of the sorted ``frames`` into ``out[field]`` and ``time`` at once; False: read by runs."""
         return False
 
-    def step_time(self, frame: int) -> tuple[int, float]:
-        """Step and time (ps) of one frame (joining parts reads a few per file: ``chain.plan_join``)."""
+    def frame_header(self, frame: int) -> tuple[int, float, np.ndarray]:
+        """One frame's step, time (ps) and box, (1, 6) as its Block holds it (no more read where a format allows)."""
         b = self.read(frame, frame + 1, np.array([0]))
-        return int(b.step[0]), float(b.time[0])
-
-    def frame_box(self, frame: int) -> np.ndarray:
-        """One frame's box, (1, 6) as its Block holds it (a run that needs a box checks its first)."""
-        return self.read(frame, frame + 1, np.zeros(1, np.intp)).box
+        return int(b.step[0]), float(b.time[0]), b.box
 
     def bytes_per_frame(self, atoms: np.ndarray | None = None,
                         fields: tuple[str, ...] = ("position",)) -> int:
@@ -373,8 +369,6 @@ class Source(ABC):
             raise InputFileError(self.path, f"atom index out of range for {self.n_atoms} atoms")
 
     def check_range(self, start: int, stop: int) -> None:
-        from ..errors import FrameRangeError
-
         if not 0 <= start <= stop <= self.n_frames:
             raise FrameRangeError(
                 f"{self.path}: frames [{start}, {stop}) outside the trajectory's {self.n_frames} frames")

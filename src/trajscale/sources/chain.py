@@ -92,11 +92,6 @@ def same_time(a: float, b: float) -> bool:
     return abs(a - b) <= TIME_RTOL * max(1.0, abs(a), abs(b))
 
 
-def _meta(src: Source, i: int) -> tuple[int, float]:
-    """Step and time of frame ``i`` (an XTC's from its header; else one atom read)."""
-    return src.step_time(i)
-
-
 class _Kept:
     """The running state of the previous file with frames kept (its times as shifted)."""
 
@@ -108,7 +103,7 @@ class _Kept:
         self.set_last()
 
     def set_last(self) -> None:
-        s, t = _meta(self.src, self.n_kept - 1)
+        s, t, _ = self.src.frame_header(self.n_kept - 1)
         self.last_step, self.last_time = s + self.shift[0], t + self.shift[1]
         self.row[6] = self.last_time
 
@@ -117,7 +112,7 @@ class _Kept:
         lo, hi = 0, self.n_kept
         while lo < hi:
             mid = (lo + hi) // 2
-            tm = _meta(self.src, mid)[1] + self.shift[1]
+            tm = self.src.frame_header(mid)[1] + self.shift[1]
             if tm < t and not same_time(tm, t):
                 lo = mid + 1
             else:
@@ -151,9 +146,9 @@ def plan_join(sources: Iterable[Source], continuous: bool = False) -> JoinPlan:
         files.append([src.path, n, n, 0, 0.0, None, None])
         if n == 0:
             continue
-        s0, t0 = _meta(src, 0)
+        s0, t0, _ = src.frame_header(0)
         if n > 1:
-            s1, t1 = _meta(src, 1)
+            s1, t1, _ = src.frame_header(1)
             d_step, d_time = (s1 - s0) or d_step, (t1 - t0) or d_time
         origin = t0 if origin is None else origin
         # A part continues the previous part's renumbering (the parts of a renumbered copy stay together)

@@ -159,27 +159,18 @@ class XDRSource(OneFileSource):
         """Network cost of this source's reads (requests, bytes, wait_s, retries); None for a local file."""
         return self._store.fetched()
 
-    def step_time(self, frame: int) -> tuple[int, float]:
-        """An XTC frame's step and time from its header, no coordinates decoded (joining parts reads a few per part)."""
+    def frame_header(self, frame: int) -> tuple[int, float, np.ndarray]:
+        """An XTC frame's step, time and box from its header (the bits a read gives), no coordinates decoded."""
         if self._format != "XTC":
-            return super().step_time(frame)
-        _, _, step, time = struct.unpack(">iiif", self._xtc_header(frame)[:16])
-        return int(step), float(np.float32(time))
-
-    def frame_box(self, frame: int) -> np.ndarray:
-        """An XTC frame's box from its header, no coordinates decoded (the bits a read of the frame gives)."""
-        if self._format != "XTC":
-            return super().frame_box(frame)
-        return _xdr_box(np.frombuffer(self._xtc_header(frame), ">f4", 9, 16).astype(np.float32).reshape(1, 3, 3))
-
-    def _xtc_header(self, frame: int) -> bytes:
-        """An XTC frame's first 52 bytes: magic, atoms, step, time, then its box (9 floats, nm)."""
+            return super().frame_header(frame)
         self.check_range(frame, frame + 1)
         at = int(self._offsets[frame])
-        head = self._store.read_ranges([(at, min(at + 52, self._store.size))])[0]
+        head = self._store.read_ranges([(at, min(at + 52, self._store.size))])[0]   # (magic, atoms, step, time, box)
         if len(head) < 52:
             raise InputFileError(self._path, f"cannot read frame {frame} (truncated?)")
-        return head
+        _, _, step, time = struct.unpack(">iiif", head[:16])
+        box = _xdr_box(np.frombuffer(head, ">f4", 9, 16).astype(np.float32).reshape(1, 3, 3))
+        return int(step), float(np.float32(time)), box
 
     read = OneFileSource._read_rows
 
