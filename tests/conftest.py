@@ -37,9 +37,11 @@ def pytest_configure(config) -> None:
 
 
 #: What trajscale makes in shared memory and in the temporary folder (pools' folders, a node cache's copies in
-#: /dev/shm as the docs advise, named ``NAME-<16 hex digits>``): the suite leaves none of it behind. The node
-#: cache's own folder in the temporary folder (``trajscale-cache-UID``) is a cache, kept for the next run.
-_MADE = {"/dev/shm": re.compile(r"^\.?trajscale-|-[0-9a-f]{16}(\.[^/]*)?$"), "tmp": re.compile(r"^\.?trajscale-")}
+#: /dev/shm as the docs advise, named ``NAME-<16 hex digits>``; Dask workers' scratch, whose default is the
+#: temporary folder's): the suite leaves none of it behind. The node cache's own folder in the temporary folder
+#: (``trajscale-cache-UID``) is a cache, kept for the next run.
+_MADE = {"/dev/shm": re.compile(r"^\.?trajscale-|-[0-9a-f]{16}(\.[^/]*)?$"),
+         "tmp": re.compile(r"^\.?trajscale-|^dask-scratch-space$")}
 #: Kept: the suite's own caches (made before it runs), and the lock that lets one test SLURM serve every session
 #: on the machine (tests/slurm/cluster.py: a flock's file is never removed, or two sessions could lock two files)
 _KEPT = re.compile(r"^trajscale-cache-\d+$|^trajscale-tests-|^trajscale-slurm\.lock$")

@@ -1,15 +1,28 @@
-"""A real Dask cluster of separate processes for the tests: ``dask scheduler`` and ``dask worker``."""
+"""Real Dask clusters for the tests: a user's own ``LocalCluster``, or separate ``dask scheduler`` and ``dask worker``
+processes. Each keeps its scratch in the test's folder: Dask's default, the temporary folder's
+``dask-scratch-space``, would be left behind (the suite's session checks that nothing is)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def users_cluster(scratch: Path, dashboard: str | None = ":0"):
+    """A user's own two-worker ``distributed.LocalCluster``, its scheduler's and workers' scratch in ``scratch``."""
+    import dask
+    import distributed
+
+    with dask.config.set({"temporary-directory": str(scratch)}):
+        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                        dashboard_address=dashboard, local_directory=str(scratch))
 
 
 @contextlib.contextmanager
@@ -20,6 +33,8 @@ def external_dask(folder: Path, workers: int, cwd: Path | None = None, env: dict
     address; every process is terminated after (killed if it does not end in 30 s)."""
     dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or "dask"
     sched_file = folder / "scheduler.json"
+
+    env = {**(os.environ if env is None else env), "DASK_TEMPORARY_DIRECTORY": str(folder)}
 
     def start(args: list[str], log: str) -> subprocess.Popen:
         return subprocess.Popen([dask, *args], cwd=cwd or folder, stdout=open(folder / log, "w"),

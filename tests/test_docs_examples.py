@@ -95,10 +95,11 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
+def scheduler(tmp_path_factory):
+    pytest.importorskip("distributed")
+    from tests.dask_cluster import users_cluster
+
+    with users_cluster(tmp_path_factory.mktemp("dask"), dashboard=None) as cluster:
         yield cluster.scheduler_address
 
 

@@ -267,25 +267,30 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
     if spec.job_extra:
         kw["job_extra_directives"] = list(spec.job_extra)
     kw["scheduler_options"] = {"dashboard_address": ":0"}   # any free port
+    import dask
+
     t0 = time.perf_counter()
+    scratch, made = process_folder(), None   # the scheduler's scratch (it runs here), removed with the cluster
     try:
-        made = SLURMCluster(**kw)
-    except ValueError as exc:   # e.g. no memory given nor configured
-        if "memory" in str(exc):
-            raise ConfigError("Dask SLURM cluster: give each job's memory (--dask-memory SIZE, memory= from "
-                              "Python, or jobqueue.slurm.memory in the Dask configuration)") from None
-        raise ConfigError(f"Dask SLURM cluster: {str(exc).splitlines()[0]}".rstrip(".:")) from None
-    try:
+        with dask.config.set({"temporary-directory": scratch}):
+            made = SLURMCluster(**kw)
         got = distributed.Client(made)
         _note(phases, "cluster_start", time.perf_counter() - t0)
         _check_job(made)
         made.scale(jobs=n_jobs)
         job_ids = _wait_for_slurm_workers(made, got, n_jobs, n_jobs * cores, spec.wait, phases)
-    except BaseException:
-        with contextlib.suppress(Exception):
-            made.close()
+    except BaseException as exc:
+        if made is not None:
+            with contextlib.suppress(Exception):
+                made.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if made is None and isinstance(exc, ValueError):   # e.g. no memory given nor configured
+            if "memory" in str(exc):
+                raise ConfigError("Dask SLURM cluster: give each job's memory (--dask-memory SIZE, memory= from "
+                                  "Python, or jobqueue.slurm.memory in the Dask configuration)") from None
+            raise ConfigError(f"Dask SLURM cluster: {str(exc).splitlines()[0]}".rstrip(".:")) from None
         raise
-    return DaskCluster(got, "slurm", cluster=made, phases=phases, job_ids=job_ids)
+    return DaskCluster(got, "slurm", cluster=made, phases=phases, job_ids=job_ids, scratch=scratch)
 
 
 def _check_job(cluster) -> None:

@@ -86,12 +86,12 @@ def test_processes_equal_mdanalysis(processes, system, case):
 
 
 @pytest.fixture(scope="module")
-def dask_executor():
+def dask_executor(tmp_path_factory):
     distributed = pytest.importorskip("distributed")
+    from tests.dask_cluster import users_cluster
     from trajscale.executors.dask import DaskExecutor
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
+    with users_cluster(tmp_path_factory.mktemp("dask")) as cluster, distributed.Client(cluster) as client:
         ex = DaskExecutor(client=client)
         yield ex
         ex.close()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import trajscale as ts
+from tests.dask_cluster import users_cluster
 from tests.executors import slow_analysis
 
 distributed = DaskExecutor = None   # set by _distributed, where it is installed
@@ -38,9 +39,8 @@ def serial_table(adk_vacuum, adk_vacuum_h5md):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as c:
+def cluster(tmp_path_factory):
+    with users_cluster(tmp_path_factory.mktemp("dask")) as c:
         yield c
 
 
@@ -91,11 +91,10 @@ def test_task_error_names_frames(tmp_path, adk_vacuum, adk_vacuum_h5md, cluster)
 
 
 @pytest.mark.slow
-def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, serial_table):
+def test_killed_worker_does_not_change_result(adk_vacuum, adk_vacuum_h5md, serial_table, tmp_path):
     """SIGKILL one of two workers mid-run: its tasks rerun elsewhere, the result is identical."""
     slow_analysis.register()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
+    with users_cluster(tmp_path) as cluster, distributed.Client(cluster) as client:
         client.register_plugin(slow_analysis.worker_plugin(), name="register-slow-rmsd")
         pids = client.run(os.getpid)
         victim = min(pids.values())

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import trajscale as ts
+from tests.dask_cluster import users_cluster
 from tests.executors.test_long_lived import SELECT, _mda_rmsd, rewritten  # noqa: F401 - fixture
 from trajscale.errors import BadCoordinatesError
 
@@ -22,9 +23,8 @@ def _distributed():
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as c:
+def cluster(tmp_path_factory):
+    with users_cluster(tmp_path_factory.mktemp("dask")) as c:
         yield c
 
 

@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.cli, pytest.mark.slow]
 
 
 def _trajscale(slurm, args: list[str], cwd, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trajscale.cli.main", *args], cwd=cwd, env=slurm.env,
+    # the worker jobs (on this node) keep their Dask scratch in the test's folder, as a cluster's configured
+    # node-local scratch (Dask's default: the temporary folder's dask-scratch-space); trajscale's own is its run's
+    env = {**slurm.env, "DASK_JOBQUEUE__SLURM__LOCAL_DIRECTORY": str(cwd)}
+    return subprocess.run([sys.executable, "-m", "trajscale.cli.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -84,6 +87,7 @@ def test_slurm_cluster_from_python(slurm, tmp_path, adk_vacuum, adk_vacuum_h5md,
     phases name the queue's wait apart from the workers' start."""
     for k, v in slurm.env.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.setenv("DASK_JOBQUEUE__SLURM__LOCAL_DIRECTORY", str(tmp_path))   # (as in _trajscale)
     monkeypatch.chdir(tmp_path)   # the worker jobs' slurm-JOBID.out land where they were submitted
     import numpy as np
 

@@ -36,8 +36,10 @@ def hold(i: int) -> None:
 def adk_vacuum_frames():
     """AdK in vacuum's positions (PSF/DCD: 98 frames, 3341 atoms) and times as MDAnalysis reads them.
 
-    Read by MDAnalysis once per machine and kept in the temporary folder (named by the DCD's size and mtime,
-    whole or absent): the producers after the first need not import MDAnalysis, a second of CPU each."""
+    Read by MDAnalysis once per machine and kept in the temporary folder (named by a digest of the DCD's bytes,
+    not its mtime: a fresh install of the data finds it; whole or absent): the producers after the first need
+    not import MDAnalysis, a second of CPU each."""
+    import hashlib
     import tempfile
     from pathlib import Path
 
@@ -45,8 +47,8 @@ def adk_vacuum_frames():
 
     from tests.datafiles import DCD as dcd
 
-    st = Path(dcd).stat()
-    kept = Path(tempfile.gettempdir()) / f"trajscale-tests-adk-dcd-{st.st_size}-{st.st_mtime_ns}.npz"
+    digest = hashlib.sha256(Path(dcd).read_bytes()).hexdigest()[:16]
+    kept = Path(tempfile.gettempdir()) / f"trajscale-tests-adk-dcd-{digest}.npz"
     if not kept.exists():
         import MDAnalysis as mda
         from MDAnalysisTests.datafiles import DCD, PSF
