@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from MDAnalysisTests import datafiles as D
@@ -79,11 +82,15 @@ def _env(**kw) -> dict:
 
 
 @pytest.mark.parametrize("method", ["fork", "forkserver"])
-def test_convert_workers_die_with_a_killed_parent_and_write_no_more(tmp_path, method):
+def test_convert_workers_die_with_a_killed_parent_and_write_no_more(tmp_path, method, request):
     out = tmp_path / "out.h5md"
     partial = tmp_path / ".out.h5md.convert-partial"
     # small slabs, each counted: the workers write for a long while; frames are read slowly
-    env = _env(TRAJSCALE_CONVERT_SLAB_MB="0.2", TRAJSCALE_CONVERT_COUNT_MB="0.2", TRAJSCALE_START_METHOD=method)
+    # the run's temporary folder, to see what a killed parent leaves there (short: a socket's path is in it)
+    temp = Path(tempfile.mkdtemp(prefix="orphans-"))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
+    env = _env(TRAJSCALE_CONVERT_SLAB_MB="0.2", TRAJSCALE_CONVERT_COUNT_MB="0.2", TRAJSCALE_START_METHOD=method,
+               TMPDIR=str(temp))
     cmd = [sys.executable, "-m", "trajscale.cli.main", "convert", D.GRO, *[D.XTC] * 30, "-o", str(out),
            "--select", "protein", "--chunks", "5", "--no-progress", "--executor", "processes", "-n", "2"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
@@ -105,6 +112,14 @@ def test_convert_workers_die_with_a_killed_parent_and_write_no_more(tmp_path, me
     st2 = partial.stat()
     assert (st2.st_mtime_ns, st2.st_size) == (st.st_mtime_ns, st.st_size), "the partial changed after the kill"
     assert not out.exists()
+    # only trajscale's folders of the dead parent (a forkserver's listener among them, not multiprocessing's
+    # pymp-* that only a clean exit removes), and the next run removes them
+    left = os.listdir(temp)
+    assert all(n.startswith(f"trajscale-tasks-{proc.pid}-") for n in left), left
+    from trajscale.util import process_folder
+
+    os.rmdir(process_folder(where=str(temp)))
+    assert os.listdir(temp) == []
 
 
 def test_run_processes_workers_die_with_a_killed_parent(tmp_path):

@@ -206,12 +206,14 @@ def _workers_forked():
     rule (``fork`` is refused in one line); ``spawn``, Dask's default, is left to the rule."""
     import dask
 
-    from .pools import choose_start_method
+    from .pools import choose_start_method, listener_in_own_folder
 
     key = "distributed.worker.multiprocessing-method"
     named = dask.config.get(key)
     method = choose_start_method(None if named == "spawn" else named, late=True, asked_by=f"Dask's {key}",
                                  unforkable="Dask's event loop runs in a thread of this process")
+    if method == "forkserver":
+        listener_in_own_folder()
     with dask.config.set({key: method}):
         yield
 

@@ -164,7 +164,10 @@ def _not_fork() -> str:
 def worker_context(requested: str | None = None):
     """A ``multiprocessing`` context whose processes start by :func:`choose_start_method`'s rule, judged now: for
     the workers that are not a pool's (the probe's readers), so no module picks a start method of its own."""
-    return mp.get_context(choose_start_method(requested))
+    method = choose_start_method(requested)
+    if method == "forkserver":
+        listener_in_own_folder()
+    return mp.get_context(method)
 
 
 @contextlib.contextmanager
@@ -188,6 +191,21 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
         pool = ProcessPoolExecutor(max_workers=max(1, int(n_workers)), mp_context=ctx, initializer=initializer,
                                    initargs=initargs)
         yield pool, method
+
+
+def listener_in_own_folder() -> None:
+    """The forkserver's listening socket in this process's own folder (:func:`~trajscale.util.process_folder`),
+    not in a ``pymp-*`` folder of multiprocessing's: that one is removed only by a clean exit, and a killed
+    parent's stays in the temporary folder for ever, where ours is removed by the next run."""
+    import tempfile
+
+    from .util import TASKS_PREFIX, process_folder
+
+    config = getattr(mp.current_process(), "_config", None)   # (where multiprocessing.util.get_temp_dir looks)
+    # a socket's path holds at most 107 bytes: FOLDER/listener-XXXXXXXX, with FOLDER's random 8 characters
+    socket = f"{tempfile.gettempdir()}/{TASKS_PREFIX}{os.getpid()}-12345678/listener-12345678"
+    if isinstance(config, dict) and config.get("tempdir") is None and len(os.fsencode(socket)) < 108:
+        config["tempdir"] = process_folder()
 
 
 def _in_environment(env: dict, initializer, initargs: tuple) -> None:
