@@ -287,10 +287,9 @@ def _slurm_cluster(distributed, n_workers, spec: SlurmJobs, phases: dict) -> Das
                 made.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if made is None and isinstance(exc, ValueError):   # e.g. no memory given nor configured
-            if "memory" in str(exc):
-                raise ConfigError("Dask SLURM cluster: give each job's memory (--dask-memory SIZE, memory= from "
-                                  "Python, or jobqueue.slurm.memory in the Dask configuration)") from None
-            raise ConfigError(f"Dask SLURM cluster: {str(exc).splitlines()[0]}".rstrip(".:")) from None
+            raise ConfigError("Dask SLURM cluster: give each job's memory (--dask-memory SIZE, memory= from Python, "
+                              "or jobqueue.slurm.memory in the Dask configuration)" if "memory" in str(exc) else
+                              f"Dask SLURM cluster: {str(exc).splitlines()[0]}".rstrip(".:")) from None
         raise
     return DaskCluster(got, "slurm", cluster=made, phases=phases, job_ids=job_ids, scratch=scratch)
 

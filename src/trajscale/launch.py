@@ -26,6 +26,7 @@ step of its own) is a world of one: its ``SLURM_NTASKS`` describes the allocatio
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -248,10 +249,8 @@ def _squeue_time_left(job_id: str) -> tuple[float, float] | None:
 def recorded_launcher() -> str:
     """The launcher that goes with this environment's mpi4py (e.g. ``mpiexec.mpich``): recorded by
     ``scripts/setup-env.sh`` in ``<venv>/share/trajscale/launcher``, else guessed from mpi4py's MPI library."""
-    try:
+    with contextlib.suppress(OSError):
         return Path(sys.prefix, "share", "trajscale", "launcher").read_text().strip() or "mpiexec"
-    except OSError:
-        pass
     try:
         from mpi4py import MPI
 

@@ -194,15 +194,13 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
 
 
 def listener_in_own_folder() -> None:
-    """The forkserver's listening socket in this process's own folder (:func:`~trajscale.util.process_folder`),
-    not in a ``pymp-*`` folder of multiprocessing's: that one is removed only by a clean exit, and a killed
-    parent's stays in the temporary folder for ever, where ours is removed by the next run."""
+    """The forkserver's socket in this process's own folder, not multiprocessing's ``pymp-*`` that only a clean exit
+    removes (a killed parent's stays for ever; ours the next run removes), where a socket's 107 bytes allow."""
     import tempfile
 
     from .util import TASKS_PREFIX, process_folder
 
     config = getattr(mp.current_process(), "_config", None)   # (where multiprocessing.util.get_temp_dir looks)
-    # a socket's path holds at most 107 bytes: FOLDER/listener-XXXXXXXX, with FOLDER's random 8 characters
     socket = f"{tempfile.gettempdir()}/{TASKS_PREFIX}{os.getpid()}-12345678/listener-12345678"
     if isinstance(config, dict) and config.get("tempdir") is None and len(os.fsencode(socket)) < 108:
         config["tempdir"] = process_folder()

@@ -1,5 +1,4 @@
-"""Small helpers at the bottom of the layers: file identity, atomic outputs, stop signals, child processes, a
-bounded cache."""
+"""Small helpers at the bottom of the layers: file identity, atomic outputs, stop signals, child processes, LRU."""
 
 from __future__ import annotations
 

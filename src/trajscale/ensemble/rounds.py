@@ -9,6 +9,7 @@ ends the run, said when the next round is decided so every MPI rank hears it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -339,10 +340,8 @@ def _file_size(member) -> int:
             return 0
     total = 0
     for where in member.locations():
-        try:
+        with contextlib.suppress(TrajscaleError):
             total += where.size
-        except TrajscaleError:
-            pass
     return total
 
 

@@ -7,6 +7,7 @@ writing disjoint frames cannot corrupt it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -196,7 +197,5 @@ class DirectWrites:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):   # a finalizer never raises: it may run during interpreter shutdown
             self.close()
-        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
-            pass

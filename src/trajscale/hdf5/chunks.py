@@ -18,6 +18,7 @@ A chunk never written (HDF5 gives its fill value) or a short read is left to HDF
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -220,10 +221,8 @@ class ChunkDecoder:
         return out
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):   # closing never raises
             self._file.close()
-        except Exception:   # noqa: BLE001 - closing never raises
-            pass
 
 
 def make_decoder(ds: h5py.Dataset, index: ChunkIndex) -> Callable[[], ChunkDecoder]:

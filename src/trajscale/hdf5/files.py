@@ -13,6 +13,7 @@ Everything above (:class:`~.source.H5MDSource`) asks an :class:`OpenedFile`, nev
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -89,11 +90,9 @@ class OpenedFile:
         """Keep the HDF5 metadata read so far for the next open of the same object, where this process prepares."""
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):   # closing never raises: it may run during interpreter shutdown
             if self.file.id.valid:
                 self.file.close()
-        except Exception:   # noqa: BLE001 - closing never raises: it may run during interpreter shutdown
-            pass
         self.store.close()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import logging
@@ -234,7 +235,5 @@ _OPEN: weakref.WeakSet = weakref.WeakSet()
 @atexit.register
 def _close_all() -> None:
     for f in list(_OPEN):
-        try:
+        with contextlib.suppress(Exception):   # at exit, closing never raises
             f.close()
-        except Exception:   # noqa: BLE001 - at exit, closing never raises
-            pass

@@ -7,6 +7,7 @@ served, so memory stays at two blocks. Values are in MDAnalysis's base units wha
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -223,10 +224,8 @@ class Reader(ReaderBase):
     def _drop_pending(self) -> None:
         if getattr(self, "_pending", None) is not None:   # (a reader whose open failed has none)
             self._pending[1].cancel()
-            try:
+            with contextlib.suppress(Exception):   # a read-ahead nobody will use
                 self._pending[1].result()
-            except Exception:   # noqa: BLE001 - a read-ahead nobody will use
-                pass
             self._pending = None
 
     def _load(self, frame: int) -> Block:

@@ -7,6 +7,7 @@ that for a file others can read while it grows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -167,7 +168,5 @@ class Writer(WriterBase):
     def __del__(self) -> None:
         # a writer never closed (an error in the pipeline) leaves no output, only nothing
         if getattr(self, "_writer", None) is not None:
-            try:
+            with contextlib.suppress(Exception):   # interpreter shutdown
                 self._abandon()
-            except Exception:   # noqa: BLE001 - interpreter shutdown
-                pass

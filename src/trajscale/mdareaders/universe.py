@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -102,7 +103,5 @@ class MDASource(Source):
                      velocities=out.get("velocity"), forces=out.get("force"), stride=stride)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):   # closing never raises: the frames were already read
             self.reader.close()
-        except Exception:   # noqa: BLE001 - closing never raises: the frames were already read
-            pass

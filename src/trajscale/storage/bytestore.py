@@ -7,6 +7,7 @@ offers a descriptor for the compiled gather (:mod:`.pread`). :meth:`~.location.L
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -242,10 +243,8 @@ class LocalFile(ByteStore):
             os.close(fd)
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):   # a finalizer never raises: it may run during interpreter shutdown
             self.close()
-        except Exception:   # noqa: BLE001 - a finalizer never raises: it may run during interpreter shutdown
-            pass
 
     def __getstate__(self) -> dict:
         # (how to open the file travels, never a descriptor)
