@@ -162,7 +162,10 @@ def test_dask_cluster_on_slurm(slurm, tmp_path, adk_vacuum_h5md):
         assert old in driver, old
         driver = driver.replace(old, new)
     (tmp_path / "rmsd_dask.py").write_text(driver)
-    log = done(slurm, submit(slurm, "cluster.md", "dask.sbatch", Fit(), tmp_path))
+    # the driver's scheduler and its worker jobs keep their Dask scratch here, as a cluster's configured scratch
+    # (Dask's default, the temporary folder's dask-scratch-space, would be left behind)
+    log = done(slurm, submit(slurm, "cluster.md", "dask.sbatch", Fit(), tmp_path,
+                             env={"DASK_TEMPORARY_DIRECTORY": str(tmp_path)}))
     table = np.loadtxt(tmp_path / "rmsd.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(table[:, -1], ca_rmsd(), atol=1e-4, err_msg=log)
     left = [line for line in slurm.run("squeue", "-h", "-o", "%j %Z").stdout.splitlines()
