@@ -35,14 +35,19 @@ if __name__ == "__main__":
 FIRST_TASK_BOUND_S = 5.0
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
-def test_pool_workers_take_their_first_task_promptly(method, tmp_path):
-    script = tmp_path / "pool_start.py"
-    script.write_text(DRIVER)
+def _driven(driver: str, method: str, tmp_path) -> dict:
+    """What ``driver``, run as a script with the start ``method``, printed as its last line (JSON)."""
+    script = tmp_path / "driver.py"
+    script.write_text(driver)
     proc = subprocess.run([sys.executable, str(script), method], check=False, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_pool_workers_take_their_first_task_promptly(method, tmp_path):
+    got = _driven(DRIVER, method, tmp_path)
     asked, starts = got["t_asked"], got["starts"]
     assert len({s["pid"] for s in starts}) == 2
     for s in starts:
@@ -118,12 +123,7 @@ def test_forked_workers_load_only_the_kernels_their_parent_holds(method, tmp_pat
     """A forked worker's warm-up loads no kernel its parent's analyses did not (the superposition kernels
     are RMSD's and fitting's: 3 ms of a φ/ψ run's worker); a forkserver's worker loads them before its
     first task, as the parent cannot have for it."""
-    script = tmp_path / "pool_kernels.py"
-    script.write_text(KERNELS_DRIVER)
-    proc = subprocess.run([sys.executable, str(script), method], check=False, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = _driven(KERNELS_DRIVER, method, tmp_path)
     assert "trajscale.kernels.superpose" not in got["parent"]
     for loaded in got["workers"]:
         assert ("trajscale.kernels.superpose" in loaded) == (method == "forkserver"), got
