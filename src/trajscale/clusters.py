@@ -206,14 +206,12 @@ def _workers_forked():
     rule (``fork`` is refused in one line); ``spawn``, Dask's default, is left to the rule."""
     import dask
 
-    from .pools import choose_start_method, listener_in_own_folder
+    from .pools import prepare_start
 
     key = "distributed.worker.multiprocessing-method"
     named = dask.config.get(key)
-    method = choose_start_method(None if named == "spawn" else named, late=True, asked_by=f"Dask's {key}",
-                                 unforkable="Dask's event loop runs in a thread of this process")
-    if method == "forkserver":
-        listener_in_own_folder()
+    method = prepare_start(None if named == "spawn" else named, late=True, asked_by=f"Dask's {key}",
+                           unforkable="Dask's event loop runs in a thread of this process")
     with dask.config.set({key: method}):
         yield
 

@@ -21,8 +21,8 @@ from .errors import ConfigError
 from .util import main_not_reimported, raise_if_stopped
 
 __all__ = ["as_completed_polling", "check_start_method", "choose_start_method", "die_with_parent", "fork_is_safe",
-           "fork_refusal", "holds_unforkable", "main_not_reimported", "parent_alive", "process_pool", "quiet_worker",
-           "sigint_blocked", "stop_workers", "worker_context"]
+           "fork_refusal", "holds_unforkable", "main_not_reimported", "parent_alive", "prepare_start", "process_pool",
+           "quiet_worker", "sigint_blocked", "stop_workers", "worker_context"]
 
 
 def fork_is_safe() -> bool:
@@ -161,13 +161,28 @@ def _not_fork() -> str:
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
+def prepare_start(requested: str | None = None, **rule) -> str:
+    """:func:`choose_start_method`'s answer (``rule``: its keywords) for workers about to start, made ready: a
+    forkserver's socket goes in this process's own folder, not multiprocessing's ``pymp-*`` that only a clean exit
+    removes (a killed parent's stays for ever; ours the next run removes), where a socket's 107 bytes allow.  Only
+    a starter calls it: a caller that only asks which method would be used makes no folder."""
+    import tempfile
+
+    from .util import TASKS_PREFIX, process_folder
+
+    method = choose_start_method(requested, **rule)
+    config = getattr(mp.current_process(), "_config", None)   # (where multiprocessing.util.get_temp_dir looks)
+    socket = f"{tempfile.gettempdir()}/{TASKS_PREFIX}{os.getpid()}-12345678/listener-12345678"
+    if method == "forkserver" and isinstance(config, dict) and config.get("tempdir") is None \
+            and len(os.fsencode(socket)) < 108:
+        config["tempdir"] = process_folder()
+    return method
+
+
 def worker_context(requested: str | None = None):
     """A ``multiprocessing`` context whose processes start by :func:`choose_start_method`'s rule, judged now: for
     the workers that are not a pool's (the probe's readers), so no module picks a start method of its own."""
-    method = choose_start_method(requested)
-    if method == "forkserver":
-        listener_in_own_folder()
-    return mp.get_context(method)
+    return mp.get_context(prepare_start(requested))
 
 
 @contextlib.contextmanager
@@ -191,19 +206,6 @@ def process_pool(n_workers: int, *, start_method: str | None = None, initializer
         pool = ProcessPoolExecutor(max_workers=max(1, int(n_workers)), mp_context=ctx, initializer=initializer,
                                    initargs=initargs)
         yield pool, method
-
-
-def listener_in_own_folder() -> None:
-    """The forkserver's socket in this process's own folder, not multiprocessing's ``pymp-*`` that only a clean exit
-    removes (a killed parent's stays for ever; ours the next run removes), where a socket's 107 bytes allow."""
-    import tempfile
-
-    from .util import TASKS_PREFIX, process_folder
-
-    config = getattr(mp.current_process(), "_config", None)   # (where multiprocessing.util.get_temp_dir looks)
-    socket = f"{tempfile.gettempdir()}/{TASKS_PREFIX}{os.getpid()}-12345678/listener-12345678"
-    if isinstance(config, dict) and config.get("tempdir") is None and len(os.fsencode(socket)) < 108:
-        config["tempdir"] = process_folder()
 
 
 def _in_environment(env: dict, initializer, initargs: tuple) -> None:

@@ -3,6 +3,7 @@ the pool or cluster closes; the folders of parents that were killed are removed 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -76,3 +77,33 @@ def test_a_pool_never_closed_leaves_no_folder_when_its_process_exits(temp_folder
                           env={**os.environ, "TMPDIR": str(temp_folder)})
     assert proc.returncode == 0 and proc.stdout.strip() == "True", proc.stderr
     assert _ours(temp_folder) == []
+
+
+@pytest.mark.cli
+def test_asking_which_start_method_makes_no_folder_starting_workers_makes_one():
+    """Planning (the auto executor's choice, a late pool's method) only asks the rule: no folder appears and the
+    forkserver's socket stays where it was; a starter makes the process's folder for it, once (in a temporary
+    folder short enough for a socket's path)."""
+    script = """if True:
+        import json, multiprocessing as mp, os, types
+        from trajscale.executors import choose_executor, late_start_method
+        from trajscale.pools import choose_start_method, prepare_start
+        job = types.SimpleNamespace(n_frames=10**6, n_atoms=10**5, span_atoms=None, decode_s_per_frame=0.0,
+                                    cost=None, reads_ahead=False)
+        asked = [late_start_method(), choose_start_method(late=True), choose_executor(job, n_workers=4)[0]]
+        planned = [os.listdir(os.environ["TMPDIR"]), mp.current_process()._config.get("tempdir")]
+        started = [prepare_start(late=True), prepare_start("forkserver")]
+        print(json.dumps([os.getpid(), asked, planned, started, os.listdir(os.environ["TMPDIR"]),
+                          mp.current_process()._config.get("tempdir")]))
+    """
+    env = {k: v for k, v in os.environ.items() if k != "TRAJSCALE_START_METHOD"}
+    with tempfile.TemporaryDirectory(prefix="plan-") as temp_folder:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              env={**env, "TMPDIR": temp_folder})
+    assert proc.returncode == 0, proc.stderr
+    pid, asked, planned, started, folders, tempdir = json.loads(proc.stdout)
+    assert asked == ["forkserver", "forkserver", "processes"]
+    assert planned == [[], None]   # nothing made, the socket's place untouched
+    assert started == ["forkserver", "forkserver"]
+    (folder,) = folders   # one for both starts, the process's own, where the socket now goes
+    assert folder.startswith(f"{TASKS_PREFIX}{pid}-") and tempdir == os.path.join(temp_folder, folder)

@@ -477,7 +477,7 @@ def _loader_class():
     """``DataLoader`` whose workers start by :func:`~trajscale.pools.choose_start_method`'s rule."""
     from torch.utils.data import DataLoader
 
-    from ..pools import choose_start_method, listener_in_own_folder
+    from ..pools import prepare_start
 
     class Loader(DataLoader):
         def __init__(self, *args, multiprocessing_context=None, **kw):
@@ -488,9 +488,7 @@ def _loader_class():
             if self.num_workers > 0:
                 asked = self._asked
                 requested = asked if asked is None or isinstance(asked, str) else asked.get_start_method()
-                method = choose_start_method(requested)
-                if method == "forkserver":
-                    listener_in_own_folder()
+                method = prepare_start(requested)
                 self.multiprocessing_context = asked if method == requested and not isinstance(asked, str) \
                     else method
             return super()._get_iterator()
