@@ -1,7 +1,7 @@
 """Peak memory of an ensemble's ``--out`` files and of a streamed fit as the members grow: whole processes.
 
-    python benchmarks/outputs.py [--size small|full] [--workdir DIR] [--keep]
-    python benchmarks/outputs.py --size small --workdir /tmp/bench      # what the test suite runs
+    python benchmarks/outputs.py [--size smallest|small|full] [--workdir DIR] [--keep]
+    python benchmarks/outputs.py --size smallest --workdir /tmp/bench      # what the test suite runs
 
 Outputs: ``trajscale run distances --ensemble catalog.csv --select1 "index 0 1" --select2 "index 1 2"
 --no-pbc --executor serial --results R --out x.EXT`` (a long table of 4 rows a member) for EXT csv, parquet and nc, over
@@ -18,9 +18,13 @@ Distances(...), catalog))``) and deeptime's fit in memory (``TICA(...).fit(ts.ru
 a whole process, at a small and a large member count; the two models' covariances compared.  Targets: the
 streamed peak at the large count within 1.2x of the small's, and below the in-memory fit's.
 
-Sizes (tiny members; fit members; frames a fit member): ``small`` (the suite's: its figures mean nothing)
-20 and 80; 2 and 4; 10. ``full`` 1,000 and 10,000; 20 and 200; 200.  A first ``--out`` run, not shown,
-fills trajscale's topology cache (a later run reads the topology from it, as a user's later runs do).
+Sizes (tiny members; fit members; frames a fit member; atoms a side of the fit's distances): ``smallest``
+(the test suite's: each kind of run once, its figures mean nothing) 20; 2; 10; 4 x 5. ``small`` 20 and 80;
+2 and 4; 10; 36 x 45. ``full`` 1,000 and 10,000; 20 and 200; 200; 36 x 45.  A first ``--out`` run, not
+shown, fills trajscale's topology cache (a later run reads the topology from it, as a user's later runs do;
+not at the smallest size).  At the smallest size each format's ``--out`` runs at one ``N`` and its Python
+save only with the long name (no ratio, no "+MB"), and the two fits run in one process, deeptime imported
+once: their covariances are compared, their peak RSS (both fits' together) is not shown.
 """
 
 from __future__ import annotations
@@ -38,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests.support (peak_rss), beside the benchmarks
 from ensemble import env_for, finish, load_average, made_once, make_tiny  # noqa: E402
 
-SIZES = {"small": ((20, 80), (2, 4), 10), "full": ((1000, 10000), (20, 200), 200)}
+SIZES = {"smallest": ((20,), (2,), 10, (4, 5)), "small": ((20, 80), (2, 4), 10, (36, 45)),
+         "full": ((1000, 10000), (20, 200), 200, (36, 45))}
 LONG = 65536
-SELECT = ("index 0:35", "index 36:80")   # 36 x 45 atoms: 1,620 distances
 
 #: The long name given from Python: the same members, one renamed, and nothing else changed.
 NAMED = r'''
@@ -62,15 +66,17 @@ import json, sys
 import numpy as np
 from deeptime.decomposition import TICA
 import trajscale as ts
-kind, catalog = sys.argv[1], sys.argv[2]
-analysis = ts.Distances(select1="index 0:35", select2="index 36:80", pairs=False, pbc=False)
-if kind == "stream":
+kind, catalog, a, b = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+analysis = ts.Distances(select1=f"index 0:{a - 1}", select2=f"index {a}:{a + b - 1}", pairs=False, pbc=False)
+covs = {}
+if kind in ("stream", "both"):
     from trajscale.ml import FeatureStream, stream_fit
     tica = stream_fit(TICA(lagtime=1, dim=2), FeatureStream(analysis, catalog, executor="serial"))
-else:
+    covs["stream"] = np.asarray(tica.fetch_model().cov_00).ravel()[:4096].tolist()
+if kind in ("memory", "both"):
     tica = TICA(lagtime=1, dim=2).fit(ts.run(analysis, catalog, executor="serial").arrays())
-cov = np.asarray(tica.fetch_model().cov_00)
-print(json.dumps({"n": cov.shape[0], "cov": cov.ravel()[:4096].tolist()}))
+    covs["memory"] = np.asarray(tica.fetch_model().cov_00).ravel()[:4096].tolist()
+print(json.dumps(covs))
 '''
 
 
@@ -140,37 +146,53 @@ def mark(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def outputs(work: Path, small: int, large: int) -> None:
-    catalogs = {n: make_tiny(work, n) for n in (small, large)}
-    out_peak(work, catalogs[small], ".csv")   # (the topology cache filled)
+def outputs(work: Path, ns: tuple[int, ...]) -> None:
+    """The ``--out`` table over ``ns`` tiny members: with two, the ratio and what the long name adds."""
+    catalogs = {n: make_tiny(work, n) for n in ns}
+    both = len(ns) > 1
+    if both:
+        out_peak(work, catalogs[ns[0]], ".csv")   # (the topology cache filled)
     print("\n--out of tiny members (3 atoms x 2 frames, 4 rows each), a whole process each: peak RSS MB")
-    print(f"{'format':<8}{f'N={small}':>10}{f'N={large}':>10}{'ratio':>8}{'<= 1.2':>8}"
-          f"{'64 KiB name':>13}{'+MB':>7}{'< 10':>8}")
+    print(f"{'format':<8}" + "".join(f"{f'N={n}':>10}" for n in ns)
+          + (f"{'ratio':>8}{'<= 1.2':>8}" if both else "") + f"{'64 KiB name':>13}"
+          + (f"{'+MB':>7}{'< 10':>8}" if both else ""))
     for ext in (".csv", ".parquet", ".nc"):
-        a, b = (out_peak(work, catalogs[n], ext) for n in (small, large))
-        short, named = (named_peak(work, catalogs[small], ext, long) for long in (0, LONG))
-        print(f"{ext[1:]:<8}{a:>10.0f}{b:>10.0f}{b / a:>7.2f}x{mark(b / a <= 1.2):>8}{named:>13.0f}"
-              f"{named - short:>7.1f}{mark(named - short < 10):>8}")
+        peaks = [out_peak(work, catalogs[n], ext) for n in ns]
+        named = named_peak(work, catalogs[ns[0]], ext, LONG)
+        line = f"{ext[1:]:<8}" + "".join(f"{mb:>10.0f}" for mb in peaks)
+        if both:
+            short = named_peak(work, catalogs[ns[0]], ext, 0)
+            line += f"{peaks[1] / peaks[0]:>7.2f}x{mark(peaks[1] / peaks[0] <= 1.2):>8}"
+        line += f"{named:>13.0f}"
+        if both:
+            line += f"{named - short:>7.1f}{mark(named - short < 10):>8}"
+        print(line)
 
 
-def fit(work: Path, f_small: int, f_large: int, frames: int) -> bool:
-    """The fits' table; whether the two fits' covariances agree at each count."""
-    print(f"\nTICA (lag 1, dim 2) on 1,620 distances a frame, {frames} frames a member: peak RSS MB of the "
-          "whole process")
+def fit(work: Path, counts: tuple[int, ...], frames: int, sides: tuple[int, int]) -> bool:
+    """The fits' table; whether the two fits' covariances agree at each count (one count: both fits in one
+    process, their peak RSS not shown)."""
+    print(f"\nTICA (lag 1, dim 2) on {sides[0] * sides[1]:,} distances a frame, {frames} frames a member: peak RSS "
+          "MB of the whole process")
     print(f"{'members':>8}{'streamed MB':>13}{'in memory MB':>14}{'max |cov diff| / max |cov|':>28}")
     fits = {}
     (work / "fit.py").write_text(FIT)
-    for n in (f_small, f_large):
+    for n in counts:
         catalog = make_wide(work, n, frames)
-        got = {kind: peak([sys.executable, str(work / "fit.py"), kind, str(catalog)], work)
-               for kind in ("stream", "memory")}
-        covs = {k: np.asarray(json.loads(out.strip().splitlines()[-1])["cov"]) for k, (_, out) in got.items()}
+        mbs, covs = {}, {}
+        for kind in ("stream", "memory") if len(counts) > 1 else ("both",):
+            mb, out = peak([sys.executable, str(work / "fit.py"), kind, str(catalog), *map(str, sides)], work)
+            for k, cov in json.loads(out.strip().splitlines()[-1]).items():
+                mbs[k], covs[k] = (mb if kind != "both" else None), np.asarray(cov)
         rel = float(np.abs(covs["stream"] - covs["memory"]).max() / np.abs(covs["memory"]).max())
-        fits[n] = (got["stream"][0], got["memory"][0], rel)
-        print(f"{n:>8}{fits[n][0]:>13.0f}{fits[n][1]:>14.0f}{rel:>28.1e}")
-    growth = fits[f_large][0] / fits[f_small][0]
-    print(f"streamed peak, {f_large} members / {f_small}: {growth:.2f}x (<= 1.2: {mark(growth <= 1.2)}); "
-          f"below the in-memory fit at {f_large}: {mark(fits[f_large][0] < fits[f_large][1])}")
+        fits[n] = (mbs["stream"], mbs["memory"], rel)
+        shown = [f"{mb:.0f}" if mb is not None else "n/a" for mb in fits[n][:2]]
+        print(f"{n:>8}{shown[0]:>13}{shown[1]:>14}{rel:>28.1e}")
+    if len(counts) > 1:
+        small, large = counts
+        growth = fits[large][0] / fits[small][0]
+        print(f"streamed peak, {large} members / {small}: {growth:.2f}x (<= 1.2: {mark(growth <= 1.2)}); "
+              f"below the in-memory fit at {large}: {mark(fits[large][0] < fits[large][1])}")
     return all(r <= 1e-10 for _, _, r in fits.values())
 
 
@@ -183,12 +205,12 @@ def main() -> int:
     args = p.parse_args()
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    (small, large), (f_small, f_large), frames = SIZES[args.size]
+    ns, counts, frames, sides = SIZES[args.size]
     print(f"load average before: {load_average()}")
 
     if args.only != "fit":
-        outputs(work, small, large)
-    ok = args.only == "outputs" or fit(work, f_small, f_large, frames)
+        outputs(work, ns)
+    ok = args.only == "outputs" or fit(work, counts, frames, sides)
     finish(work, args.keep, ok, ("tiny*", "wide*"))
     return 0
 

@@ -132,14 +132,13 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                      rf"^MDAnalysis, 3 runs, 1 Universe\s+{NUM}\s+{NUM}x$",
                      r"^cpptraj(: not on PATH| )",
                      r"one pass equal to the single runs: True$"]),
-    "outputs.py": (["--size", "small", "--workdir", "{work}/outputs"],
-                   [r"^format\s+N=20\s+N=80\s+ratio\s+<= 1\.2\s+64 KiB name\s+\+MB\s+< 10$",
-                    *(rf"^{ext}\s+{NUM}\s+{NUM}\s+{NUM}x\s+(met|MISSED)\s+{NUM}\s+{NUM}\s+(met|MISSED)$"
-                      for ext in ("csv", "parquet", "nc")),
+    # each format's --out and its Python save with the long name, once; both fits in one process, their
+    # covariances the same (the script exits non-zero when they differ)
+    "outputs.py": (["--size", "smallest", "--workdir", "{work}/outputs"],
+                   [r"^format\s+N=20\s+64 KiB name$",
+                    *(rf"^{ext}\s+{NUM}\s+{NUM}$" for ext in ("csv", "parquet", "nc")),
                     r"^ members\s+streamed MB\s+in memory MB\s+max \|cov diff\| / max \|cov\|$",
-                    rf"^\s+2\s+{NUM}\s+{NUM}\s+{NUM}$", rf"^\s+4\s+{NUM}\s+{NUM}\s+{NUM}$",
-                    rf"^streamed peak, 4 members / 2: {NUM}x \(<= 1\.2: (met|MISSED)\); below the in-memory fit "
-                    r"at 4: (met|MISSED)$", r"^load average after: "]),
+                    rf"^\s+2\s+n/a\s+n/a\s+{NUM}$", r"^load average after: "]),
     "predict.py": (["--quick", "--keep", "{work}", "--json", "{work}/predict.json", "--overwrite"],
                    [r"^\s*work\s+executor\s+N\s+serial s\s+predicted\s+range\s+measured\s+error\s+limit",
                     rf"^\s*rmsd\s+processes\s+2\s+{NUM}\s+{NUM}\s+{NUM}-{NUM}\s+{NUM}\s+[+-]{NUM}%",
