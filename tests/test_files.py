@@ -95,6 +95,24 @@ def test_killed_writers_temporaries_are_removed_on_next_write(tmp_path):
 
 
 @pytest.mark.cli
+def test_a_folder_is_tidied_at_the_first_write_not_at_every_write(tmp_path, monkeypatch):
+    """A writer of many files in one folder (a record of a file per entry) lists it once, not a file: the killed
+    writer's leftover goes at the first write there, each folder's at its own first write."""
+    listed, real_scandir = [], os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": listed.append(os.fspath(path)) or real_scandir(path))
+    for folder in (tmp_path / "a", tmp_path / "b"):
+        folder.mkdir()
+        dead = folder / f".x.json.tmp-{_dead_pid()}"
+        dead.write_bytes(b"half a file")
+        for i in range(20):
+            with atomic_output(folder / f"{i}.json") as tmp:
+                tmp.write_text(str(i))
+            assert not dead.exists()
+        assert sorted(p.name for p in folder.iterdir()) == sorted(f"{i}.json" for i in range(20))
+    assert [p for p in listed if p.startswith(str(tmp_path))] == [str(tmp_path / "a"), str(tmp_path / "b")]
+
+
+@pytest.mark.cli
 def test_sigkilled_convert_resumes_to_the_uninterrupted_file(tmp_path, adk_vacuum):
     """A real convert killed by SIGKILL mid-run leaves its partial output and record (never the final
     name); ``resume=True`` finishes it into the same file an uninterrupted convert writes."""

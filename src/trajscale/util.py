@@ -252,6 +252,8 @@ def host_name() -> str:
 _HOST = host_name().replace("/", "_")
 # (the @HOST part is absent in temporaries of trajscale before 0.3: those are this host's)
 _TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:@(.+))?$")
+#: Folders this process has written in, their killed writers' leftovers removed (once: not a listing a file)
+_TIDIED: set[str] = set()
 
 
 def pid_alive(pid: int) -> bool:
@@ -386,13 +388,14 @@ def _short_error(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, overwrite: bool = True, tidy: bool = True):
+def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     """A temporary path beside ``path``, renamed to ``path`` only on success (fsynced, then its folder: a crash
-    leaves the old file or the whole new one), removed on any exception; killed writers' leftovers go first
-    (``tidy`` False: a writer of many files in one folder removes them once, not a listing a file)."""
+    leaves the old file or the whole new one), removed on any exception; killed writers' leftovers go first, at a
+    process's first write in the folder (a writer of many files there lists it once, not a file)."""
     final = check_output_path(path, overwrite=overwrite)
-    if tidy:
-        remove_stale_temporaries(final.parent)
+    if (folder := os.path.abspath(final.parent)) not in _TIDIED:
+        remove_stale_temporaries(folder)
+        _TIDIED.add(folder)
     tmp = temporary_name(final)
     try:
         yield tmp

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urljoin
 
 from ..errors import ConfigError, TrajscaleError
-from ..util import atomic_output, remove_stale_temporaries
+from ..util import atomic_output
 from . import process_options
 from .bytestore import LocalFile
 from .objects import HEAD_BYTES, Identity, RemoteObject
@@ -214,8 +214,6 @@ def list_tree(url: str, prefix: str, options: dict | None) -> list[str]:
     return keys
 
 
-#: Record folders this process has written in, their killed writers' leftovers removed (once: not a listing a write)
-_TIDIED: set[Path] = set()
 _RECORD_LOCK = threading.Lock()   # (one writer of a name at a time in a process: its temporary name is the pid's)
 _CHECKS = {"revisions": lambda v: isinstance(v, str) and bool(_COMMIT.match(v)),
            "trees": lambda v: isinstance(v, list) and all(isinstance(k, str) for k in v),
@@ -259,11 +257,8 @@ def record(hp: HubPath, options: dict, part: str, key: str, value) -> None:
             return
     try:
         with _RECORD_LOCK:
-            if path.parent not in _TIDIED:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                remove_stale_temporaries(path.parent)
-                _TIDIED.add(path.parent)
-            with atomic_output(path, tidy=False) as tmp:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_output(path) as tmp:
                 tmp.write_text(json.dumps({"key": key, "value": value}))
     except (OSError, TrajscaleError) as exc:   # (only an offline read misses it)
         log.warning("%s: the Hub's record is not kept (%s)", options["cache_dir"], getattr(exc, "problem", exc))
