@@ -13,7 +13,7 @@ A second producer writes a frame every ``--period`` seconds (``--period-frames``
 saving a frame every few seconds does: each frame must reach the follower while the producer waits for
 the next one (``ParallelWriter`` publishes a frame when ``write()`` returns), so its lag is the
 follower's own, not the write period.
-``--quick``: 2,000 atoms, 30 frames, and 3 frames every 1 s (the test suite's size).
+``--quick``: 2,000 atoms, 10 frames, and 3 frames every 1 s (the test suite's size).
 """
 
 from __future__ import annotations
@@ -153,11 +153,11 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=10.0, help="frames/s the producer writes")
     p.add_argument("--period", type=float, default=3.0, help="seconds between the slow producer's frames")
     p.add_argument("--period-frames", type=int, default=10, help="frames the slow producer writes (0: none)")
-    p.add_argument("--quick", action="store_true", help="2,000 atoms, 30 frames; 3 frames every 1 s")
+    p.add_argument("--quick", action="store_true", help="2,000 atoms, 10 frames; 3 frames every 1 s")
     p.add_argument("--sides", default="serial,processes(2),MDAnalysis polling")
     args = p.parse_args()
     if args.quick:
-        args.atoms, args.frames, args.period, args.period_frames = 2000, 30, 1.0, 3
+        args.atoms, args.frames, args.period, args.period_frames = 2000, 10, 1.0, 3
     os.environ.setdefault("HDF5_USE_FILE_LOCKING", "FALSE")
     with tempfile.TemporaryDirectory(prefix="insitu-") as d:
         work = Path(d)
