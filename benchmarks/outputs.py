@@ -20,11 +20,12 @@ streamed peak at the large count within 1.2x of the small's, and below the in-me
 
 Sizes (tiny members; fit members; frames a fit member; atoms a side of the fit's distances): ``smallest``
 (the test suite's: each kind of run once, its figures mean nothing) 20; 2; 10; 4 x 5. ``small`` 20 and 80;
-2 and 4; 10; 36 x 45. ``full`` 1,000 and 10,000; 20 and 200; 200; 36 x 45.  A first ``--out`` run, not
-shown, fills trajscale's topology cache (a later run reads the topology from it, as a user's later runs do;
-not at the smallest size).  At the smallest size each format's ``--out`` runs at one ``N`` and its Python
-save only with the long name (no ratio, no "+MB"), and the two fits run in one process, deeptime imported
-once: their covariances are compared, their peak RSS (both fits' together) is not shown.
+2 and 4; 10; 36 x 45. ``full`` 1,000 and 10,000; 20 and 200; 200; 36 x 45.  A first ``--out`` run over
+each catalog, not shown, fills trajscale's topology cache (a later run reads the topology from it, as a
+user's later runs do; not at the smallest size).  At the smallest size each format's ``--out`` runs at one
+``N`` and its Python save only with the long name (no ratio, no "+MB"), and the two fits run in one
+process, deeptime imported once: their covariances are compared, their peak RSS (both fits' together) is
+not shown.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ def outputs(work: Path, ns: tuple[int, ...]) -> None:
     """The ``--out`` table over ``ns`` tiny members: with two, the ratio and what the long name adds."""
     catalogs = {n: make_tiny(work, n) for n in ns}
     both = len(ns) > 1
-    if both:
-        out_peak(work, catalogs[ns[0]], ".csv")   # (the topology cache filled)
+    for n in ns if both else ():   # the topology cache filled (each catalog has its own topology file)
+        out_peak(work, catalogs[n], ".csv")
     print("\n--out of tiny members (3 atoms x 2 frames, 4 rows each), a whole process each: peak RSS MB")
     print(f"{'format':<8}" + "".join(f"{f'N={n}':>10}" for n in ns)
           + (f"{'ratio':>8}{'<= 1.2':>8}" if both else "") + f"{'64 KiB name':>13}"
@@ -161,11 +162,11 @@ def outputs(work: Path, ns: tuple[int, ...]) -> None:
         named = named_peak(work, catalogs[ns[0]], ext, LONG)
         line = f"{ext[1:]:<8}" + "".join(f"{mb:>10.0f}" for mb in peaks)
         if both:
-            short = named_peak(work, catalogs[ns[0]], ext, 0)
-            line += f"{peaks[1] / peaks[0]:>7.2f}x{mark(peaks[1] / peaks[0] <= 1.2):>8}"
-        line += f"{named:>13.0f}"
-        if both:
-            line += f"{named - short:>7.1f}{mark(named - short < 10):>8}"
+            ratio, added = peaks[1] / peaks[0], named - named_peak(work, catalogs[ns[0]], ext, 0)
+            line += (f"{ratio:>7.2f}x{mark(ratio <= 1.2):>8}{named:>13.0f}{added:>7.1f}"
+                     f"{mark(added < 10):>8}")
+        else:
+            line += f"{named:>13.0f}"
         print(line)
 
 
