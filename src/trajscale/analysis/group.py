@@ -191,7 +191,7 @@ def _view_of(atoms, union, n_atoms: int) -> np.ndarray | None:
         if len(atoms) == n_atoms and np.array_equal(atoms, np.arange(n_atoms)):
             return None
         return atoms.astype(np.intp)
-    if len(atoms) == len(union) and np.array_equal(atoms, union):
+    if atoms is union or len(atoms) == len(union) and np.array_equal(atoms, union):   # (one analysis's: itself)
         return None
     return np.searchsorted(union, atoms).astype(np.intp)
 

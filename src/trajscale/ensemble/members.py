@@ -83,7 +83,7 @@ def member_spec(member: Member, options: RunOptions) -> dict:
 
 def open_spec(spec: dict) -> Source:
     """The Source of a member a worker prepares (:func:`member_spec`), opened as the root would open it."""
-    member = Member(spec["name"], tuple(spec["trajectory"]), spec["topology"], source=spec["source"])
+    member = Member.made(spec["name"], tuple(spec["trajectory"]), spec["topology"], {}, spec["source"])   # (located)
     return open_member(member, RunOptions(
         start=spec["start"], stop=spec["stop"], step=spec["step"], group=spec["group"],
         assume_units=spec["assume_units"], continuous=spec["continuous"], storage_options=spec["storage_options"]))

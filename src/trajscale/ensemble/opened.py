@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Hashable
 
 from ..sources import Source, source_from_config
 from ..sources.opened import OpenSources
@@ -23,7 +24,7 @@ MAX_OPEN = 16
 
 
 class MemberSources(OpenSources):
-    """One thread's open member sources, keyed by their configs' keys, in the order last used (their
+    """One thread's open member sources, keyed by their job's token and index, in the order last used (their
     counts include the closed ones; their paths are not listed: a worker reads thousands)."""
 
     def __init__(self) -> None:
@@ -31,7 +32,7 @@ class MemberSources(OpenSources):
         #: What the members this thread prepares share (a topology file's selections), made when first needed.
         self.topologies = None
 
-    def get(self, key: str, config: dict, limit: int, opener=None) -> tuple[Source, float]:
+    def get(self, key: Hashable, config: dict, limit: int, opener=None) -> tuple[Source, float]:
         """The source for ``config`` (opened now, by ``opener()`` when given, if it is not open) and the
         seconds spent opening it."""
         src = self.use(key)
@@ -45,7 +46,7 @@ class MemberSources(OpenSources):
         self.add(key, src)
         return src, time.perf_counter() - t0
 
-    def drop_buffers(self, keep: set[str]) -> None:
+    def drop_buffers(self, keep: set) -> None:
         """Let go of the read buffers of the open sources not in ``keep`` (a block's memory is then its own
         pieces', not one buffer per open trajectory)."""
         for key, src in self.items():
@@ -53,7 +54,7 @@ class MemberSources(OpenSources):
                 src.__dict__.pop("_scratch", None)
 
 
-def _drop_buffer(key: str, src: Source) -> None:
+def _drop_buffer(key: Hashable, src: Source) -> None:
     """A member source closed: its read buffer goes with it."""
     src.__dict__.pop("_scratch", None)
 

@@ -7,9 +7,9 @@ short ones whole); its read returns an :class:`EnsembleBlock` of the pieces of t
 read from its member's own Source with that member's atoms and frame numbers.
 
 A member's Source is opened by the worker whose task first reads it, kept among the thread's few open ones
-(:mod:`.opened`).  A piece that cannot be read is handed on as the reason, so that only its trajectory is
-refused.  The config lists only the members of the job it reads, and a token that names the job: two jobs
-never share a Source by accident.
+(:mod:`.opened`) under the job's token and its index.  A piece that cannot be read is handed on as the reason,
+so that only its trajectory is refused.  The config lists only the members of the job it reads, and a token
+that names the job: two jobs never share a Source by accident.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import bisect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from functools import cached_property
 
 import numpy as np
 
@@ -56,7 +55,7 @@ class MemberRead:
     def to_dict(self) -> dict:
         """Plain values for a config: the atoms as base64 text of little-endian int32 (a worker keys its
         open sources by the config's text)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}   # (not the cached key)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.atoms is not None:
             d["atoms"] = base64.b64encode(np.asarray(self.atoms, "<i4").tobytes()).decode()
         return d
@@ -64,11 +63,6 @@ class MemberRead:
     def frames(self, a: int, b: int) -> tuple[int, int]:
         """Its own trajectory's ``[start, stop)`` (read with ``step``) for axis positions ``[a, b)`` within it."""
         return self.start + a * self.step, self.start + (b - 1) * self.step + 1
-
-    @cached_property
-    def key(self) -> str:
-        """What tells its Source apart in a worker's cache (made when a read first needs it)."""
-        return repr(sorted((k, repr(v)) for k, v in (self.spec or self.source).items()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,7 +202,7 @@ class EnsembleSource(Source):
         pieces, used = [], set()
         for k, a, b in self._spans(start, stop):
             m = self.members[k]
-            used.add(m.key)
+            used.add((self.token, m.member))
             pieces.append(self._piece(opened, k, m, a, b, fields))
         opened.drop_buffers(used)
         return EnsembleBlock(start, stop, tuple(pieces))
@@ -219,7 +213,7 @@ class EnsembleSource(Source):
         try:
             if m.spec is not None:
                 return self._prepared_here(opened, k, m, fields)
-            src, t_open = opened.get(m.key, m.source, self.max_open)
+            src, t_open = opened.get((self.token, m.member), m.source, self.max_open)
             before = src.bytes_read
             fs, fe = m.frames(a, b)
             block = src.read(fs, fe, m.atoms, fields, stride=m.step)
@@ -242,7 +236,7 @@ class EnsembleSource(Source):
         from .plan import per_frame_work
 
         t0 = time.perf_counter()
-        src, t_open = opened.get(m.key, {}, self.max_open, opener=lambda: open_spec(m.spec))
+        src, t_open = opened.get((self.token, m.member), {}, self.max_open, opener=lambda: open_spec(m.spec))
         if self._analysis is None:
             from ..analysis.base import analysis_from_config
 
@@ -269,7 +263,7 @@ class EnsembleSource(Source):
             if m.spec is not None:
                 continue   # (opened and prepared when read)
             try:
-                src, _ = opened.get(m.key, m.source, self.max_open)
+                src, _ = opened.get((self.token, m.member), m.source, self.max_open)
                 fs, fe = m.frames(a, b)
                 src.prefetch(fs, fe, m.atoms, fields, stride=m.step)
             except Exception:   # noqa: BLE001 - a hint: the read says what went wrong

@@ -226,8 +226,8 @@ class MDCATHSource(Source):
         if not config.get("layout"):
             return 0
         try:
-            layout = cls.member_layout(config)
-            return layout.n_frames * layout.n_atoms * 3 * np.dtype(layout.coords.dtype).itemsize
+            at = config["layout"]   # (its numbers read as they are: no layout made per member)
+            return int(at["n_frames"]) * int(at["n_atoms"]) * 3 * np.dtype(at["coords"]["dtype"]).itemsize
         except (KeyError, TypeError, ValueError):   # (a config not of this version: weighed as not known)
             return 0
 

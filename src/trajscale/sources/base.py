@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -344,7 +345,7 @@ class Source(ABC):
         """An uninitialised float32 array for ``field``: a reused buffer if ``reuse_buffers``."""
         if not self.reuse_buffers:
             return np.empty(shape, np.float32)
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         scratch = getattr(self, "_scratch", None)
         if scratch is None:
             scratch = self._scratch = {}

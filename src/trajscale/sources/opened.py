@@ -119,7 +119,8 @@ class OpenSources:
         me = threading.get_ident()
         while True:
             with _LOCK:
-                _prune()
+                if len(_ALL) >= BUDGET:   # (pruned only then: pruning lowers the count)
+                    _prune()
                 if len(_ALL) < BUDGET:
                     return
                 keep = self._holders()

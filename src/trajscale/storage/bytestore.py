@@ -14,6 +14,7 @@ import stat
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..errors import InputFileError
 from .ranges import MERGE_GAP
@@ -149,7 +150,7 @@ class LocalFile(ByteStore):
         if stat.S_ISDIR(st.st_mode):
             raise NoFile(path, "a folder, not a file: give a file in it, or its segment index "
                                "(index.json, as trajscale split writes it)")
-        self._identity = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        self._seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)   # (what each read checks)
         self._size = st.st_size
         self._in_place = False   # (being_written: rewrites in place are the writer's, not a new file)
         self._fd = -1
@@ -159,16 +160,16 @@ class LocalFile(ByteStore):
     def size(self) -> int:
         return self._size
 
-    @property
+    @cached_property
     def identity(self) -> tuple:
-        return self._identity
+        return (os.path.realpath(self.path), *self._seen)   # (its links resolved only when asked: a read needs none)
 
     @property
     def validator(self) -> Validator:
         return Validator("file", True, "device, inode, size and modification time (ns)")
 
     def stamp(self) -> tuple[str, int, int]:
-        return self._identity[0], self._size, self._identity[4]
+        return self.identity[0], self._size, self._seen[3]
 
     @property
     def c_openable_path(self) -> str:
@@ -216,7 +217,7 @@ class LocalFile(ByteStore):
 
     def _check(self, st: os.stat_result) -> None:
         """Refuse a file that is not the one first seen (another inode; shrunk; rewritten at the same size)."""
-        _, dev, ino, size, mtime = self._identity
+        dev, ino, size, mtime = self._seen
         # (a file that only grew, as one being appended to, still holds the bytes first seen)
         rewritten = st.st_size == size and st.st_mtime_ns != mtime and not self._in_place
         if (st.st_dev, st.st_ino) != (dev, ino) or st.st_size < size or rewritten:

@@ -35,6 +35,9 @@ def as_file(store) -> FileView:
 class FileView(ABC):
     """A store's bytes as a file a compiled reader opens by its path (see the module's text)."""
 
+    #: The bytes as messages name them: the path, or the object's.
+    name: str
+
     @abstractmethod
     def holding(self, ranges: Callable[[], list[tuple[int, int]]],
                 opener: Callable[[str], Handle]) -> contextlib.AbstractContextManager[Handle]:
@@ -66,7 +69,7 @@ class InPlace(FileView):
     """A local file, read where it lies: one handle, opened at the first read and kept."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        self.path = self.name = path
         self._handle = None
 
     @contextlib.contextmanager

@@ -136,26 +136,26 @@ def index(store, fmt: str, strict: bool | None = None, view=None) -> tuple:
     from ..storage.files import as_file
 
     made, view = view is None, view or as_file(store)
-    identity, size = store.identity, store.size
+    kept = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")   # (None: a file at hand, scanned, none kept)
     try:
-        found = _load(view, fmt, identity, size)
+        found = _load(kept, store.identity, store.size) if kept is not None else None
         if found is not None:
-            log.debug("%s: frame offsets from the local cache (%d frames)", identity[0], len(found["offsets"]))
+            log.debug("%s: frame offsets from the local cache (%d frames)", view.name, len(found["offsets"]))
             return (view, found["n_atoms"], found["offsets"], found["fields"], found["steps"], found["times"],
                     None)
         before = (store.fetched() or {}).get("requests", 0)
         notes: list = []
         n_atoms, offsets, fields, steps, times = scan(view.scan_source(SCAN_BLOCK_BYTES), fmt, strict=strict,
                                                       damaged=notes)
-        log.debug("%s: frame offsets scanned (%d frames) in %d requests", identity[0], len(offsets),
+        log.debug("%s: frame offsets scanned (%d frames) in %d requests", view.name, len(offsets),
                   (store.fetched() or {}).get("requests", 0) - before)
     except BaseException:
         if made:
             view.close()
         raise
-    if not notes:
-        _save(view, fmt, identity, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
-                                    "times": times})
+    if not notes and kept is not None:
+        _save(kept, store.identity, {"n_atoms": n_atoms, "offsets": offsets, "fields": fields, "steps": steps,
+                                     "times": times})
     return view, n_atoms, offsets, fields, steps, times, next((n for n in notes if n), None)
 
 
@@ -164,11 +164,8 @@ def first_frame(view, fmt: str) -> tuple:
     return scan(view.scan_source(HEAD_BLOCK_BYTES), fmt, first_only=True)
 
 
-def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
-    """The kept scan of the bytes ``identity`` names, None when the view keeps none for them."""
-    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
-    if path is None:   # (a file at hand: scanned, no cache and none of its remote machinery imported)
-        return None
+def _load(path, identity: tuple, size: int) -> dict | None:
+    """The scan kept at ``path`` of the bytes ``identity`` names, None when it is not theirs."""
     from ..storage import cache
 
     raw = cache.read(path)
@@ -189,11 +186,8 @@ def _load(view, fmt: str, identity: tuple, size: int) -> dict | None:
     return found
 
 
-def _save(view, fmt: str, identity: tuple, found: dict) -> None:
-    """Keep a clean scan of the bytes ``identity`` names where the view keeps scans (skipped if unwritable)."""
-    path = view.keeps("offsets", f"{CACHE_VERSION}:{fmt}", ".npz")
-    if path is None:
-        return
+def _save(path, identity: tuple, found: dict) -> None:
+    """Keep a clean scan of the bytes ``identity`` names at ``path`` (skipped if unwritable)."""
     from ..storage import cache
 
     meta = {"identity": list(identity), "n_atoms": int(found["n_atoms"]), "fields": list(found["fields"])}
