@@ -24,7 +24,7 @@ from ..errors import ConfigError, TrajscaleError
 from ..executor_registry import executor_traits
 from ..runspec import JobFacts, RunOptions
 from ..sources import config_location, reader_modules
-from ..util import raise_if_stopped, scheme_of
+from ..util import raise_if_stopped
 from .analysis import EnsemblePartial, EnsembleState, KeptPartial, MemberPartial, for_member, kept_group, kept_state
 from .catalog import Ensemble
 from .plan import RoundFacts, Work, per_frame_work, rounds_of
@@ -107,9 +107,9 @@ class EnsembleRounds(Rounds):
     def _readers(self) -> list[str]:
         seen, found = set(), list(WORKER_MODULES)
         for m in self.ensemble:
-            first = m.trajectory[0]
-            kind = (m.source["kind"] if m.source is not None else None, os.path.splitext(first)[1].lower(),
-                    scheme_of(first))   # (what a read imports: its format's reader, its store's client)
+            where = m.locations()[0]
+            kind = (m.source["kind"] if m.source is not None else None, os.path.splitext(where.where)[1].lower(),
+                    where.worker_modules())   # (what a read imports)
             if kind in seen:
                 continue
             seen.add(kind)
