@@ -13,6 +13,7 @@ import time
 import pytest
 
 import trajscale as ts
+from trajscale import util
 from trajscale.convert.verify import verify
 from trajscale.errors import TrajscaleError
 from trajscale.util import atomic_output, remove_stale_temporaries, temporary_name
@@ -110,6 +111,13 @@ def test_a_folder_is_tidied_at_the_first_write_not_at_every_write(tmp_path, monk
             assert not dead.exists()
         assert sorted(p.name for p in folder.iterdir()) == sorted(f"{i}.json" for i in range(20))
     assert [p for p in listed if p.startswith(str(tmp_path))] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    # the folders kept are bounded (a process writing in folder after folder): one pushed out is listed again
+    monkeypatch.setattr(util, "_TIDIED", util.LRU(1))
+    listed.clear()
+    for folder in ("a", "b", "a"):
+        with atomic_output(tmp_path / folder / "again.json") as tmp:
+            tmp.write_text(folder)
+    assert [p for p in listed if p.startswith(str(tmp_path))] == [str(tmp_path / f) for f in ("a", "b", "a")]
 
 
 @pytest.mark.cli

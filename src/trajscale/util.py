@@ -252,8 +252,9 @@ def host_name() -> str:
 _HOST = host_name().replace("/", "_")
 # (the @HOST part is absent in temporaries of trajscale before 0.3: those are this host's)
 _TMP_NAME = re.compile(r"^\..+\.tmp-(\d+)(?:@(.+))?$")
-#: Folders this process has written in, their killed writers' leftovers removed (once: not a listing a file)
-_TIDIED: set[str] = set()
+#: Folders this process has written in, their killed writers' leftovers removed (once: not a listing a file;
+#: bounded: a folder pushed out is listed again at its next write)
+_TIDIED = LRU(4096)
 
 
 def pid_alive(pid: int) -> bool:
@@ -395,7 +396,7 @@ def atomic_output(path: str | os.PathLike, overwrite: bool = True):
     final = check_output_path(path, overwrite=overwrite)
     if (folder := os.path.abspath(final.parent)) not in _TIDIED:
         remove_stale_temporaries(folder)
-        _TIDIED.add(folder)
+        _TIDIED.put(folder, True)
     tmp = temporary_name(final)
     try:
         yield tmp
