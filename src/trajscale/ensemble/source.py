@@ -53,8 +53,7 @@ class MemberRead:
             object.__setattr__(self, "atoms", np.frombuffer(raw, "<i4").astype(np.int64))
 
     def to_dict(self) -> dict:
-        """Plain values for a config: the atoms as base64 text of little-endian int32 (a worker keys its
-        open sources by the config's text)."""
+        """Plain values for a config: the atoms as base64 text of little-endian int32."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.atoms is not None:
             d["atoms"] = base64.b64encode(np.asarray(self.atoms, "<i4").tobytes()).decode()
@@ -179,6 +178,10 @@ class EnsembleSource(Source):
         close_member_sources()
 
     # -- reads ------------------------------------------------------------------------------------------------
+    def _key(self, m: MemberRead) -> tuple[str, int]:
+        """What tells a member's Source apart among a worker's open ones: this job's token and the member's index."""
+        return self.token, m.member
+
     def _spans(self, start: int, stop: int):
         """``(k, a, b)``: member ``k`` of this source covers axis positions ``[a, b)`` of its own frames."""
         if not self._first <= start <= stop <= self._end:
@@ -202,7 +205,7 @@ class EnsembleSource(Source):
         pieces, used = [], set()
         for k, a, b in self._spans(start, stop):
             m = self.members[k]
-            used.add((self.token, m.member))
+            used.add(self._key(m))
             pieces.append(self._piece(opened, k, m, a, b, fields))
         opened.drop_buffers(used)
         return EnsembleBlock(start, stop, tuple(pieces))
@@ -213,7 +216,7 @@ class EnsembleSource(Source):
         try:
             if m.spec is not None:
                 return self._prepared_here(opened, k, m, fields)
-            src, t_open = opened.get((self.token, m.member), m.source, self.max_open)
+            src, t_open = opened.get(self._key(m), m.source, self.max_open)
             before = src.bytes_read
             fs, fe = m.frames(a, b)
             block = src.read(fs, fe, m.atoms, fields, stride=m.step)
@@ -236,7 +239,7 @@ class EnsembleSource(Source):
         from .plan import per_frame_work
 
         t0 = time.perf_counter()
-        src, t_open = opened.get((self.token, m.member), {}, self.max_open, opener=lambda: open_spec(m.spec))
+        src, t_open = opened.get(self._key(m), {}, self.max_open, opener=lambda: open_spec(m.spec))
         if self._analysis is None:
             from ..analysis.base import analysis_from_config
 
@@ -263,7 +266,7 @@ class EnsembleSource(Source):
             if m.spec is not None:
                 continue   # (opened and prepared when read)
             try:
-                src, _ = opened.get((self.token, m.member), m.source, self.max_open)
+                src, _ = opened.get(self._key(m), m.source, self.max_open)
                 fs, fe = m.frames(a, b)
                 src.prefetch(fs, fe, m.atoms, fields, stride=m.step)
             except Exception:   # noqa: BLE001 - a hint: the read says what went wrong
